@@ -1,0 +1,53 @@
+# The two commands: `make doctor` (doctor on the embedded inventory + fleet report) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+INVENTORY ?= inventories/local.yml
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
+
+.PHONY: doctor test unit integration sanity lint system-deps docs clean
+
+doctor: $(VENV)/.runtime collections/ansible_collections/continuum/hydra
+	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/doctor.yml
+
+test: $(VENV)/.test system-deps collections/ansible_collections/continuum/hydra
+	$(BIN)/python -m pytest -n 2 tests/unit tests/integration
+	tests/utils/sanity.sh
+	$(BIN)/ansible-lint --profile production --offline
+
+unit: $(VENV)/.test collections/ansible_collections/continuum/hydra
+	$(BIN)/python -m pytest tests/unit
+
+integration: $(VENV)/.test system-deps collections/ansible_collections/continuum/hydra
+	$(BIN)/python -m pytest tests/integration
+
+sanity: $(VENV)/.test
+	tests/utils/sanity.sh
+
+lint: $(VENV)/.test
+	$(BIN)/ansible-lint --profile production --offline
+
+docs: $(VENV)/.test collections/ansible_collections/continuum/hydra
+	$(BIN)/python tests/utils/gen_checks_doc.py > docs/checks.md
+
+# Debian packages the integration tests use (real daemons, real tools); root or sudo needed once.
+system-deps:
+	tests/utils/system-deps.sh
+
+$(VENV)/.runtime:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet 'ansible-core>=2.16,<2.20'
+	touch $@
+
+$(VENV)/.test: $(VENV)/.runtime tests/requirements.txt
+	$(BIN)/python -m pip install --quiet -r tests/requirements.txt
+	touch $@
+
+collections/ansible_collections/continuum/hydra:
+	mkdir -p collections/ansible_collections/continuum
+	ln -sfn ../../.. $@
+
+clean:
+	rm -rf $(VENV) collections reports tests/output .pytest_cache

@@ -1,0 +1,199 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: doctor
+short_description: Health and configuration checks of a GPU/ML host
+version_added: 0.1.0
+description:
+  - Reads the host (one C(nvidia-smi -q -x) per run, NVML when C(pynvml) is importable, C(/proc), C(/sys),
+    the kernel log and a PyTorch subprocess) and judges it with the checks of the catalogue in C(docs/checks.md).
+  - Every check has a stable dotted id and a status C(PASS), C(WARN), C(FAIL), C(SKIP) or C(ERROR). A check that cannot
+    run is C(SKIP) with the reason; a probe that fails or times out makes its checks C(ERROR), never C(PASS).
+  - The module never modifies the host. By default a C(FAIL) does not fail the task, so the
+    P(continuum.hydra.fleet_report#callback) callback sees every host.
+  - Runs on the target's Python 3.9+ with the standard library alone.
+author:
+  - continuum.hydra developers
+extends_documentation_fragment:
+  - continuum.hydra._attributes
+  - continuum.hydra._attributes.INFO_MODULE
+options:
+  only:
+    description:
+      - Run only the checks whose id equals, or starts with, one of these (for example V(gpu) or V(gpu.ecc_errors)).
+      - A value that selects no check is an error.
+    type: list
+    elements: str
+    default: []
+  exclude:
+    description:
+      - Skip the checks whose id equals, or starts with, one of these. Applied after O(only).
+    type: list
+    elements: str
+    default: []
+  list_checks:
+    description:
+      - Return the catalogue in RV(catalogue) without reading the host.
+    type: bool
+    default: false
+  expect:
+    description:
+      - What this host should look like, usually C({{ hydra_expect }}) from inventory group variables.
+      - "Keys: C(gpu_model) (substring of the product name), C(gpu_count), C(driver_min), C(driver_max),
+        C(pcie_gen), C(pcie_width), C(ecc_mode) (V(enabled)/V(disabled)), C(mig_mode), C(persistence_mode),
+        C(ecc_correctable_warn), C(temperature_warn_c), C(xid_window_hours), C(disk_paths), C(disk_min_free_gb),
+        C(dev_shm_min_gb) and the other thresholds listed in C(docs/checks.md)."
+      - With none given, checks judge against the hardware's own maxima.
+    type: dict
+    default: {}
+  timeouts:
+    description:
+      - Per-probe timeouts in seconds. Keys V(nvidia_smi), V(kernel_log), V(torch) and V(command) (any other command).
+    type: dict
+    default: {}
+  fail_on:
+    description:
+      - When the task itself fails. V(never) reports only; V(fail) fails on a C(FAIL) or C(ERROR) check;
+        V(warn) also on a C(WARN).
+    type: str
+    choices: [never, fail, warn]
+    default: never
+  deterministic:
+    description:
+      - Sort the checks by id and leave out timings and the timestamp, so two results of an unchanged host diff clean.
+    type: bool
+    default: false
+  nvidia_smi_path:
+    description:
+      - Path of the C(nvidia-smi) binary. By default it is looked up on E(PATH).
+    type: path
+  torch_python:
+    description:
+      - Python interpreter whose PyTorch the C(pytorch.*), C(nccl.torch_backend) and C(cuda.torch_cuda_version)
+        checks judge (for example a training virtualenv). Defaults to the interpreter running the module.
+    type: path
+seealso:
+  - plugin: continuum.hydra.fleet_report
+    plugin_type: callback
+notes:
+  - The catalogue, with what each check reads and its PASS/WARN/FAIL rule, is C(docs/checks.md) in the collection.
+"""
+
+EXAMPLES = r"""
+- name: Check a GPU host against its group's expectations
+  continuum.hydra.doctor:
+    expect: "{{ hydra_expect | default({}) }}"
+
+- name: Only the GPU health checks, failing the task on any FAIL
+  continuum.hydra.doctor:
+    only: [gpu]
+    exclude: [gpu.nvlink]
+    fail_on: fail
+
+- name: Diffable output for a golden-host comparison
+  continuum.hydra.doctor:
+    deterministic: true
+  register: doctor
+
+- name: Show the catalogue without reading the host
+  continuum.hydra.doctor:
+    list_checks: true
+"""
+
+RETURN = r"""
+schema_version:
+  description: Version of the result schema.
+  returned: unless O(list_checks)
+  type: str
+  sample: 1.1.0
+environment:
+  description: Host facts, with every GPU named by index, PCI bus id, UUID, model, driver and VBIOS.
+  returned: unless O(list_checks)
+  type: dict
+  sample: {"hostname": "gpu-node-01", "os": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.1.0-18-amd64",
+           "driver_version": "535.54.03", "gpus": [{"index": 0, "pci_bus_id": "00000000:01:00.0",
+           "uuid": "GPU-513536b6-7d19-9063-b049-1e69664bb298", "name": "NVIDIA A100-SXM4-80GB",
+           "driver_version": "535.54.03", "vbios_version": "92.00.36.00.02"}]}
+checks:
+  description:
+    - One record per check run, in catalogue order (by id with O(deterministic)).
+    - Per-GPU findings are in C(details.gpus), each naming C(index), C(pci_bus_id) and C(uuid).
+  returned: unless O(list_checks)
+  type: list
+  elements: dict
+  sample: [{"id": "gpu.ecc_errors", "title": "ECC errors", "category": "gpu", "status": "FAIL",
+            "message": "1 GPU with uncorrectable ECC errors", "details": {"gpus": []},
+            "remediation": "Drain the node and reset the GPU; replace it if errors recur.", "duration_ms": 0.05}]
+summary:
+  description: Number of checks per status.
+  returned: unless O(list_checks)
+  type: dict
+  sample: {"PASS": 30, "WARN": 2, "FAIL": 1, "SKIP": 8, "ERROR": 0}
+overall_status:
+  description: V(healthy), V(warning), V(error) (a check could not run) or V(failed).
+  returned: unless O(list_checks)
+  type: str
+  sample: healthy
+probes:
+  description: Each probe that ran, with its status (V(ok), V(absent), V(error)), reason and duration.
+  returned: unless O(list_checks)
+  type: dict
+  sample: {"nvidia_smi": {"status": "error", "reason": "nvidia-smi -q -x timed out after 30s", "duration_ms": 30002.1}}
+total_duration_ms:
+  description: Wall time of the run in milliseconds (absent with O(deterministic)).
+  returned: unless O(list_checks) or O(deterministic)
+  type: float
+  sample: 812.4
+catalogue:
+  description: The checks with id, title, category, the probes each reads and its rule.
+  returned: when O(list_checks)
+  type: list
+  elements: dict
+  sample: [{"id": "gpu.ecc_errors", "title": "ECC errors", "category": "gpu", "reads": ["nvidia_smi"], "rule": "..."}]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.continuum.hydra.plugins.module_utils import _doctor
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            only=dict(type="list", elements="str", default=[]),
+            exclude=dict(type="list", elements="str", default=[]),
+            list_checks=dict(type="bool", default=False),
+            expect=dict(type="dict", default={}),
+            timeouts=dict(type="dict", default={}),
+            fail_on=dict(type="str", choices=["never", "fail", "warn"], default="never"),
+            deterministic=dict(type="bool", default=False),
+            nvidia_smi_path=dict(type="path"),
+            torch_python=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["list_checks"]:
+        module.exit_json(changed=False, catalogue=_doctor.list_catalogue())
+    try:
+        result = _doctor.run(
+            only=params["only"], exclude=params["exclude"], expect=params["expect"], timeouts=params["timeouts"],
+            deterministic=params["deterministic"], nvidia_smi_path=params["nvidia_smi_path"],
+            torch_python=params["torch_python"],
+        )
+    except _doctor.DoctorInputError as exc:
+        module.fail_json(msg=str(exc))
+    if _doctor.should_fail(result["overall_status"], params["fail_on"]):
+        module.fail_json(msg="doctor: host is %s (fail_on=%s)" % (result["overall_status"], params["fail_on"]), changed=False, **result)
+    module.exit_json(changed=False, **result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,31 @@
+"""Make the checkout importable as ansible_collections.continuum.hydra and share fixture paths."""
+
+import os
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(REPO, "collections")
+
+
+
+def _link_collection():
+    link = os.path.join(COLLECTIONS, "ansible_collections", "continuum", "hydra")
+    if not os.path.exists(link):
+        os.makedirs(os.path.dirname(link), exist_ok=True)
+        os.symlink(REPO, link)
+
+
+_link_collection()
+if COLLECTIONS not in sys.path:
+    sys.path.insert(0, COLLECTIONS)
+
+
+
+def pytest_collection_modifyitems(config, items):
+    has_gpu = os.path.exists("/dev/nvidiactl")
+    skip_gpu = pytest.mark.skip(reason="no NVIDIA GPU on this machine")
+    for item in items:
+        if "gpu" in item.keywords and not has_gpu:
+            item.add_marker(skip_gpu)

@@ -1,0 +1,42 @@
+"""Write docs/checks.md from the check registry: the catalogue has one source, the code.
+
+Usage: python tests/utils/gen_checks_doc.py > docs/checks.md (or `make docs`).
+tests/unit/test_docs.py fails when docs/checks.md is out of date.
+"""
+
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "collections"))
+
+from ansible_collections.continuum.hydra.plugins.module_utils._checks import _registry  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._checks.catalogue import CATALOGUE  # noqa: E402
+
+
+def render():
+    lines = [
+        "# doctor check catalogue",
+        "",
+        "Generated from the check functions by `make docs`; do not edit by hand.",
+        "Statuses: PASS, WARN, FAIL, SKIP (cannot apply here, with the reason), ERROR",
+        "(a probe it needs failed or timed out). Per-GPU findings are in",
+        "`details.gpus`, each naming `index`, `pci_bus_id` and `uuid`.",
+        "",
+        "| id | title | reads |",
+        "| --- | --- | --- |",
+    ]
+    for chk in CATALOGUE:
+        lines.append("| [`%s`](#%s) | %s | %s |" % (chk.id, chk.id.replace(".", ""), chk.title, ", ".join(chk.probes)))
+    for chk in CATALOGUE:
+        lines += ["", "## %s" % chk.id, "", "**%s** — reads: %s." % (chk.title, ", ".join("`%s`" % p for p in chk.probes) or "nothing"), ""]
+        lines.append(chk.rule or "(no rule written)")
+    lines += ["", "## Expectations (`hydra_expect`)", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for key, spec in sorted(_registry.expectations().items()):
+        default = "" if spec["default"] is None else "`%s`" % (spec["default"],)
+        lines.append("| `%s` | %s | %s | %s |" % (key, spec["kind"], default, spec["meaning"]))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
