@@ -1,0 +1,93 @@
+"""doctor's own cost: module wall time vs. the wall time of its probes alone, in one script.
+
+Both sides run as fresh interpreter processes on the same host, interleaved, N rounds; the figure is
+the median of the per-round ratios (noisy machines: compare only within a round). It also counts how
+many times nvidia-smi was executed per doctor run (must be 1 for -q -x).
+
+Without a GPU it replays a real recording through a fake nvidia-smi first on PATH (the same technique
+as the integration tests); with --real it uses whatever nvidia-smi the machine has.
+
+    .venv/bin/python benchmarks/doctor_overhead.py [--rounds 7] [--real]
+Target (issue 3): module / probes <= 1.5.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COLLECTIONS = os.path.join(REPO, "collections")
+FIXTURE = os.path.join(REPO, "tests", "fixtures", "nvidia-smi", "a100-sxm4-v12.xml")
+
+PROBES_ONLY = """
+import sys
+sys.path.insert(0, %r)
+from ansible_collections.continuum.hydra.plugins.module_utils import _doctor
+from ansible_collections.continuum.hydra.plugins.module_utils._checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._probes import catalogue
+options = {"timeouts": dict(_doctor.DEFAULT_TIMEOUTS), "nvidia_smi_path": None, "torch_python": None, "expect": {}}
+names = list(_doctor.ALWAYS_PROBED) + [p for c in CATALOGUE for p in c.probes]
+catalogue.collect(names, options)
+""" % COLLECTIONS
+
+
+def fake_tools(directory):
+    counter = os.path.join(directory, "calls")
+    with open(os.path.join(directory, "nvidia-smi"), "w") as handle:
+        handle.write('#!/bin/sh\necho "$*" >> "%s"\ncase "$*" in *-q*) exec cat "%s" ;; esac\nexit 0\n' % (counter, FIXTURE))
+    os.chmod(os.path.join(directory, "nvidia-smi"), 0o755)
+    return counter
+
+
+def timed(argv, env):
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        sys.exit("failed: %s\n%s%s" % (argv, proc.stdout[-2000:], proc.stderr[-2000:]))
+    return time.perf_counter() - start, proc.stdout
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--real", action="store_true", help="use the machine's nvidia-smi")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, PYTHONPATH=COLLECTIONS)
+        counter = None
+        if not args.real:
+            counter = fake_tools(tmp)
+            env["PATH"] = tmp + os.pathsep + env["PATH"]
+        args_file = os.path.join(tmp, "args.json")
+        with open(args_file, "w") as handle:
+            json.dump({"ANSIBLE_MODULE_ARGS": {}}, handle)
+        module = [sys.executable, "-m", "ansible_collections.continuum.hydra.plugins.modules.doctor", args_file]
+        probes = [sys.executable, "-c", PROBES_ONLY]
+        ratios, module_s, probes_s, calls = [], [], [], []
+        for _ in range(args.rounds):
+            if counter and os.path.exists(counter):
+                os.unlink(counter)
+            m, out = timed(module, env)
+            if counter:
+                with open(counter) as handle:
+                    calls.append(sum(1 for line in handle if "-q" in line))
+            p, _ = timed(probes, env)
+            ratios.append(m / p)
+            module_s.append(m)
+            probes_s.append(p)
+        result = json.loads(out)
+        print("checks run: %d (%s)" % (len(result["checks"]), ", ".join("%s=%d" % kv for kv in sorted(result["summary"].items()))))
+        print("module  median %.3f s   probes alone median %.3f s" % (statistics.median(module_s), statistics.median(probes_s)))
+        print("ratio module/probes: median %.3f  (min %.3f, max %.3f; target <= 1.5)" % (
+            statistics.median(ratios), min(ratios), max(ratios)))
+        if calls:
+            print("nvidia-smi -q executions per doctor run: %s (target 1)" % sorted(set(calls)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Building the fleet report from host results, one host at a time (controller side, no I/O).
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.continuum.hydra.plugins.module_utils._results import (
+    ERROR, FAIL, FAILED, STATUSES, WARN, overall_status, summarize,
+)
+
+FLEET_SCHEMA_VERSION = "1.0.0"
+REPORT_KIND = "continuum.hydra.fleet_report"
+
+UNREACHABLE = "unreachable"
+TASK_FAILED = "task_failed"
+HOST_STATUSES = ("healthy", "warning", "error", FAILED, UNREACHABLE, TASK_FAILED)
+
+# Actions list the worst problems first: a FAIL on one host outranks a WARN on many.
+_ACTION_RANK = {FAIL: 0, ERROR: 1, WARN: 2}
+
+
+class FleetCollector(object):
+    """Accumulates host outcomes as the play reports them; build() makes the report."""
+
+    def __init__(self):
+        self._hosts = {}
+
+    def add_doctor(self, host, result):
+        checks = result.get("checks") or []
+        # Recount rather than trust the summary: the report must agree with the checks it lists.
+        status = overall_status(summarize(checks))
+        self._hosts[host] = {
+            "status": status,
+            "message": None,
+            "failing_checks": [c["id"] for c in checks if c["status"] in (FAIL, ERROR)],
+            "warning_checks": [c["id"] for c in checks if c["status"] == WARN],
+            "doctor": result,
+        }
+
+    def add_unreachable(self, host, message):
+        self._add_problem(host, UNREACHABLE, message)
+
+    def add_task_failed(self, host, message):
+        self._add_problem(host, TASK_FAILED, message)
+
+    def _add_problem(self, host, status, message):
+        known = self._hosts.get(host)
+        if known and known["doctor"] is not None:
+            return  # doctor already judged this host; a later task's trouble does not erase that
+        self._hosts[host] = {"status": status, "message": message, "failing_checks": [], "warning_checks": [], "doctor": None}
+
+    def __len__(self):
+        return len(self._hosts)
+
+    def build(self, generated_at, playbook=None):
+        return build_report(self._hosts, generated_at, playbook)
+
+
+def build_report(hosts, generated_at, playbook=None):
+    totals = dict((status, 0) for status in HOST_STATUSES)
+    check_counts = {}
+    failing = {}
+    actions = {}
+    for name in sorted(hosts):
+        entry = hosts[name]
+        totals[entry["status"]] += 1
+        for chk in (entry["doctor"] or {}).get("checks") or []:
+            counts = check_counts.get(chk["id"])
+            if counts is None:
+                counts = check_counts[chk["id"]] = dict((status, 0) for status in STATUSES)
+            counts[chk["status"]] += 1
+            if chk["status"] not in _ACTION_RANK:
+                continue
+            if chk["status"] in (FAIL, ERROR):
+                failing.setdefault(chk["id"], []).append({
+                    "host": name, "status": chk["status"], "message": chk.get("message"),
+                    "gpus": (chk.get("details") or {}).get("gpus") or [],
+                })
+            _add_action(actions, chk, name)
+    totals["hosts"] = len(hosts)
+    return {
+        "schema_version": FLEET_SCHEMA_VERSION,
+        "kind": REPORT_KIND,
+        "generated_at": generated_at,
+        "playbook": playbook,
+        "totals": totals,
+        "hosts": dict((name, hosts[name]) for name in sorted(hosts)),
+        "checks": dict((cid, check_counts[cid]) for cid in sorted(check_counts)),
+        "failing": dict((cid, failing[cid]) for cid in sorted(failing)),
+        "actions": _ranked(actions),
+    }
+
+
+def _add_action(actions, chk, host):
+    action = actions.get(chk["id"])
+    if action is None:
+        action = actions[chk["id"]] = {"check_id": chk["id"], "status": chk["status"], "remediations": {}, "hosts": []}
+    if _ACTION_RANK[chk["status"]] < _ACTION_RANK[action["status"]]:
+        action["status"] = chk["status"]
+    hint = chk.get("remediation")
+    if hint:
+        action["remediations"][hint] = action["remediations"].get(hint, 0) + 1
+    action["hosts"].append(host)
+
+
+def _ranked(actions):
+    out = []
+    for action in actions.values():
+        hints = action.pop("remediations")
+        # The hint most hosts share speaks for the group; ties go to the first in alphabetical order.
+        action["remediation"] = sorted(hints.items(), key=lambda kv: (-kv[1], kv[0]))[0][0] if hints else None
+        action["host_count"] = len(action["hosts"])
+        out.append(action)
+    out.sort(key=lambda a: (_ACTION_RANK[a["status"]], -a["host_count"], a["check_id"]))
+    return out

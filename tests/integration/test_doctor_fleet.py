@@ -1,0 +1,150 @@
+"""A real ansible-playbook run of playbooks/doctor.yml over a simulated heterogeneous fleet.
+
+Each host replays a different real recording (faults planted by editing copies), and the test
+asserts exactly what the fleet report says about each host.
+"""
+
+import json
+import os
+import re
+
+import pytest
+
+from fleet import PERSISTENCE_ON, fixture, host_vars, plant, run_playbook, write_host_bin
+
+pytestmark = pytest.mark.integration
+
+# Checks that read the real machine's /sys, NVML or kernel module rather than nvidia-smi: the fake
+# nvidia-smi cannot stand in for them, so the simulated fleet leaves them out.
+GPU_ONLY = ["gpu", "driver.nvidia_smi", "driver.version"]
+MACHINE_BOUND = ["gpu.nvml_available", "gpu.nvml_devices"]
+
+def _t4_bus_id():
+    return re.search(r"<pci_bus_id>([^<]+)</pci_bus_id>", fixture("tesla-t4.xml")).group(1)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("fleet"))
+    a100 = fixture("a100-sxm4-v12.xml")
+    t4 = fixture("tesla-t4.xml")
+    t4_bus = _t4_bus_id()
+    # NVRM names the GPU as domain:bus:device (4-digit domain, no function): 00000000:00:1E.0 -> 0000:00:1e.
+    xid_pci = t4_bus.lower()[4:].rsplit(".", 1)[0]
+    xid_line = "2026-11-22T10:00:00+0000 node kernel: NVRM: Xid (PCI:%s): 79, pid=2203, GPU has fallen off the bus.\n" % xid_pci
+    hosts = {
+        "a100-ok-1": host_vars(write_host_bin(root, "a100-ok-1", plant(a100, PERSISTENCE_ON))),
+        "a100-ok-2": host_vars(write_host_bin(root, "a100-ok-2", plant(a100, PERSISTENCE_ON))),
+        "a100-ecc": host_vars(write_host_bin(root, "a100-ecc", plant(
+            a100, PERSISTENCE_ON,
+            (r"(<volatile>\s*<sram_correctable>0</sram_correctable>\s*<sram_uncorrectable>0</sram_uncorrectable>\s*"
+             r"<dram_correctable>0</dram_correctable>\s*<dram_uncorrectable>)0(</dram_uncorrectable>)", r"\g<1>3\2", 1)))),
+        "a100-missing-gpus": host_vars(write_host_bin(root, "a100-missing-gpus", plant(a100, PERSISTENCE_ON)),
+                                       hydra_expect={"gpu_count": 8}),
+        "a100-persistence-off": host_vars(write_host_bin(root, "a100-persistence-off", a100)),
+        "t4-narrow-busy": host_vars(write_host_bin(root, "t4-narrow-busy", plant(
+            t4, PERSISTENCE_ON, (r"<gpu_util>0 %</gpu_util>", "<gpu_util>97 %</gpu_util>", 1)))),
+        "t4-xid": host_vars(write_host_bin(root, "t4-xid", plant(t4, PERSISTENCE_ON), kernel_log=xid_line),
+                            hydra_expect={"pcie_width": 8}),
+        "cpu-only": host_vars(write_host_bin(root, "cpu-only")),
+        "smi-hangs": host_vars(write_host_bin(root, "smi-hangs", hang=True), hydra_timeouts={"nvidia_smi": 2}),
+        "no-python": host_vars(write_host_bin(root, "no-python"), ansible_python_interpreter="/nonexistent/bin/python3"),
+        # Nothing listens on port 1 of the loopback address: the connection is refused at once.
+        "unreachable": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1,
+                        "ansible_ssh_common_args": "-o ConnectTimeout=5 -o StrictHostKeyChecking=no"},
+    }
+    report_dir = os.path.join(root, "reports")
+    os.makedirs(report_dir)
+    proc, report = run_playbook({"all": {"hosts": hosts}}, report_dir,
+                                extra_vars={"hydra_only": GPU_ONLY, "hydra_exclude": MACHINE_BOUND})
+    assert report is not None, "no fleet report written:\n%s\n%s" % (proc.stdout[-4000:], proc.stderr[-4000:])
+    return {"proc": proc, "report": report, "report_dir": report_dir}
+
+
+def _status(report, host, check_id):
+    for chk in report["hosts"][host]["doctor"]["checks"]:
+        if chk["id"] == check_id:
+            return chk
+    raise AssertionError("%s has no %s" % (host, check_id))
+
+
+def test_every_host_has_exactly_its_verdict(fleet):
+    statuses = dict((h, e["status"]) for h, e in fleet["report"]["hosts"].items())
+    assert statuses == {
+        "a100-ok-1": "healthy",
+        "a100-ok-2": "healthy",
+        "a100-ecc": "failed",
+        "a100-missing-gpus": "failed",
+        "a100-persistence-off": "warning",
+        "t4-narrow-busy": "failed",
+        "t4-xid": "failed",
+        "cpu-only": "healthy",
+        "smi-hangs": "error",
+        "no-python": "task_failed",
+        "unreachable": "unreachable",
+    }
+    assert fleet["report"]["totals"] == {"hosts": 11, "healthy": 3, "warning": 1, "failed": 4, "error": 1,
+                                         "unreachable": 1, "task_failed": 1}
+
+
+def test_failing_checks_name_the_hosts_and_gpus(fleet):
+    report = fleet["report"]
+    assert report["hosts"]["a100-ecc"]["failing_checks"] == ["gpu.ecc_errors"]
+    assert report["hosts"]["a100-missing-gpus"]["failing_checks"] == ["gpu.count"]
+    assert report["hosts"]["t4-narrow-busy"]["failing_checks"] == ["gpu.pcie_link"]
+    assert report["hosts"]["t4-xid"]["failing_checks"] == ["gpu.xid_errors"]
+    ecc = report["failing"]["gpu.ecc_errors"]
+    assert [e["host"] for e in ecc] == ["a100-ecc"]
+    assert ecc[0]["gpus"][0]["uuid"] == "GPU-513536b6-7d19-9063-b049-1e69664bb298"
+    assert ecc[0]["gpus"][0]["pci_bus_id"] == "00000000:01:00.0"
+    xid = report["failing"]["gpu.xid_errors"]
+    assert [e["host"] for e in xid] == ["t4-xid"] and xid[0]["gpus"][0]["pci_bus_id"] == _t4_bus_id()
+
+
+def test_warnings_and_skips_are_not_failures(fleet):
+    report = fleet["report"]
+    assert report["hosts"]["a100-persistence-off"]["warning_checks"] == ["gpu.persistence_mode"]
+    assert report["hosts"]["a100-persistence-off"]["failing_checks"] == []
+    cpu = report["hosts"]["cpu-only"]["doctor"]
+    assert cpu["summary"]["PASS"] == 0 and cpu["summary"]["SKIP"] == len(cpu["checks"]) > 0
+    assert cpu["probes"]["nvidia_smi"]["status"] == "absent"
+
+
+def test_a_hanging_nvidia_smi_is_an_error_never_a_pass(fleet):
+    doctor = fleet["report"]["hosts"]["smi-hangs"]["doctor"]
+    assert doctor["probes"]["nvidia_smi"]["status"] == "error"
+    assert "timed out after 2s" in doctor["probes"]["nvidia_smi"]["reason"]
+    assert doctor["summary"]["PASS"] == 0
+    # the 600 s fake was killed at the 2 s timeout
+    assert doctor["probes"]["nvidia_smi"]["duration_ms"] < 10000
+    assert _status(fleet["report"], "smi-hangs", "gpu.ecc_errors")["status"] == "ERROR"
+
+
+def test_hosts_that_never_ran_doctor_are_in_the_report_with_the_reason(fleet):
+    hosts = fleet["report"]["hosts"]
+    assert hosts["unreachable"]["doctor"] is None and hosts["unreachable"]["message"]
+    assert hosts["no-python"]["doctor"] is None and "/nonexistent/bin/python3" in hosts["no-python"]["message"]
+
+
+def test_actions_are_ranked_by_severity_then_hosts_affected(fleet):
+    actions = fleet["report"]["actions"]
+    fails = [a for a in actions if a["status"] == "FAIL"]
+    assert [a["check_id"] for a in fails] == sorted(a["check_id"] for a in fails)  # one host each: by id
+    assert actions.index(fails[-1]) < min(i for i, a in enumerate(actions) if a["status"] != "FAIL")
+    assert all(a["remediation"] for a in fails)
+    persistence = [a for a in actions if a["check_id"] == "gpu.persistence_mode"][0]
+    assert persistence["hosts"] == ["a100-persistence-off"] or "a100-persistence-off" in persistence["hosts"]
+
+
+def test_terminal_summary_and_report_files(fleet):
+    out = fleet["proc"].stdout
+    assert "continuum.hydra fleet report: 11 hosts: 3 healthy, 1 warning, 4 failed, 1 error, 1 unreachable, 1 task failed" in out
+    assert "FAIL  gpu.ecc_errors" in out and "a100-ecc (GPU 0 00000000:01:00.0)" in out
+    files = sorted(os.listdir(fleet["report_dir"]))
+    stamped = [f for f in files if f.startswith("fleet-report-") and f.endswith(".json")]
+    assert "fleet-report.json" in files and len(stamped) == 1
+    with open(os.path.join(fleet["report_dir"], stamped[0])) as handle:
+        assert json.load(handle) == fleet["report"]
+    assert not [f for f in files if f.endswith(".tmp")]
+    # The default fail_on=never: failing hosts do not fail the play, unreachable/broken ones do.
+    assert fleet["proc"].returncode == 4
