@@ -9,7 +9,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(REPO, "collections")
 
 
-
 def _link_collection():
     link = os.path.join(COLLECTIONS, "ansible_collections", "continuum", "hydra")
     if not os.path.exists(link):
@@ -20,7 +19,6 @@ def _link_collection():
 _link_collection()
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
-
 
 
 def pytest_collection_modifyitems(config, items):

@@ -20,7 +20,7 @@ description:
     P(continuum.hydra.fleet_report#callback) callback sees every host.
   - Runs on the target's Python 3.9+ with the standard library alone.
 author:
-  - continuum.hydra developers
+  - continuum.hydra developers (@continuum-hydra)
 extends_documentation_fragment:
   - continuum.hydra._attributes
   - continuum.hydra._attributes.INFO_MODULE

@@ -76,7 +76,7 @@ def run_playbook(inventory, report_dir, extra_vars=None, timeout=300):
     argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inv_path, PLAYBOOK]
     for key, value in (extra_vars or {}).items():
         argv += ["-e", json.dumps({key: value})]
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False)
     report_path = os.path.join(report_dir, "fleet-report.json")
     report = None
     if os.path.exists(report_path):

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.integration
 GPU_ONLY = ["gpu", "driver.nvidia_smi", "driver.version"]
 MACHINE_BOUND = ["gpu.nvml_available", "gpu.nvml_devices"]
 
+
 def _t4_bus_id():
     return re.search(r"<pci_bus_id>([^<]+)</pci_bus_id>", fixture("tesla-t4.xml")).group(1)
 

@@ -65,7 +65,7 @@ def test_a_later_failure_does_not_erase_a_doctor_verdict():
 
 def test_terminal_summary_lists_failures_with_gpus_and_top_actions():
     lines = terminal.render(_fleet(), ["/r/fleet-report.json"])
-    text = "\n".join(t for t, _ in lines)
+    text = "\n".join(t for t, dummy in lines)
     assert "7 hosts: 1 healthy, 2 warning, 1 failed, 1 error, 1 unreachable, 1 task failed" in text
     assert "FAIL  gpu.ecc_errors               ecc (GPU 0 00000000:01:00.0)" in text
     assert "UNREACHABLE gone" in text and "TASK FAILED broken" in text
@@ -82,5 +82,5 @@ def test_terminal_summary_of_a_healthy_fleet_and_long_host_lists():
     assert terminal.render(c.build("t"))[-1] == ("All hosts healthy.", "green")
     for i in range(20):
         c.add_doctor("bad%02d" % i, _doctor(_check("gpu.count", "FAIL", "replace")))
-    text = "\n".join(t for t, _ in terminal.render(c.build("t")))
+    text = "\n".join(t for t, dummy in terminal.render(c.build("t")))
     assert "bad07 and 12 more" in text and "bad08" not in text

@@ -1,0 +1,230 @@
+"""playbooks/validate_partition.yml against a real SLURM cluster (slurmctld + 4 slurmd + munged).
+
+The cluster is started by tests/utils/slurm_cluster.sh in a temp dir with free ports and stopped in
+teardown. The partition's nodes are local-connection inventory hosts (gpu-a..gpu-d, mapped to node1..node4)
+whose doctor outcome is set by a fake nvidia-smi replaying a real recording (a copy with uncorrectable ECC
+errors planted for a failing node). Every assertion reads `scontrol show node -o`.
+"""
+
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from fleet import fixture, host_vars, plant, write_host_bin
+from helpers import REPO
+
+pytestmark = pytest.mark.integration
+
+CLUSTER_SH = os.path.join(REPO, "tests", "utils", "slurm_cluster.sh")
+PLAYBOOK = os.path.join(REPO, "playbooks", "validate_partition.yml")
+VENV_BIN = os.path.dirname(sys.executable)
+HOSTS = {"gpu-a": "node1", "gpu-b": "node2", "gpu-c": "node3", "gpu-d": "node4"}
+# The gate's decision needs one check that reads only nvidia-smi: the outcome is then set by the fixture alone,
+# whatever this machine's disks, kernel log or Python stack look like.
+DOCTOR_ONLY = ["gpu.ecc_errors"]
+UNCORRECTABLE_ECC = (
+    r"(<volatile>\s*<sram_correctable>0</sram_correctable>\s*<sram_uncorrectable>0</sram_uncorrectable>\s*"
+    r"<dram_correctable>0</dram_correctable>\s*<dram_uncorrectable>)0(</dram_uncorrectable>)", r"\g<1>3\2", 1)
+
+
+def _slurm_installed():
+    return all(shutil.which(tool) or os.path.exists("/usr/sbin/" + tool) for tool in ("slurmctld", "slurmd", "munged"))
+
+
+def _free_port_block(count):
+    """A base port with `count` free ports after it (ports are checked by binding them)."""
+    for _ in range(50):
+        base = random.randint(20000, 40000)
+        socks = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket()
+                sock.bind(("127.0.0.1", port))
+                socks.append(sock)
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError("no block of %d free ports found" % count)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    if not _slurm_installed():
+        deps = subprocess.run([os.path.join(REPO, "tests", "utils", "system-deps.sh")], capture_output=True, text=True)
+        if not _slurm_installed():
+            pytest.skip("slurmctld/slurmd/munged not installed and tests/utils/system-deps.sh could not install them: %s"
+                        % (deps.stderr.strip().splitlines() or ["no output"])[-1])
+    directory = str(tmp_path_factory.mktemp("slurm"))
+    try:
+        start = subprocess.run([CLUSTER_SH, "start", directory, str(len(HOSTS)), str(_free_port_block(len(HOSTS) + 1))],
+                               capture_output=True, text=True, timeout=60)
+        assert start.returncode == 0, "cluster did not start: %s %s" % (start.stdout, start.stderr)
+        yield os.path.join(directory, "slurm.conf")
+    finally:
+        subprocess.run([CLUSTER_SH, "stop", directory], capture_output=True, timeout=60)
+
+
+def scontrol(conf, *args):
+    proc = subprocess.run(["scontrol"] + list(args), env=dict(os.environ, SLURM_CONF=conf),
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, "scontrol %s: %s" % (" ".join(args), proc.stderr)
+    return proc.stdout
+
+
+def node_states(conf):
+    """{node: (DRAIN flag set, reason without the [user@time] stamp)} straight from `scontrol show node -o`."""
+    states = {}
+    for line in scontrol(conf, "show", "node", "-o").splitlines():
+        name = re.search(r"NodeName=(\S+)", line).group(1)
+        state = re.search(r" State=(\S+)", line).group(1)
+        reason = re.search(r" Reason=(.*?) \[[^\]]*\]$", line)
+        states[name] = ("DRAIN" in state.split("+"), reason.group(1) if reason else None)
+    return states
+
+
+def set_nodes(conf, drains):
+    """Every node in service, then the given {node: reason} drains."""
+    for node in HOSTS.values():
+        if node_states(conf)[node][0]:
+            scontrol(conf, "update", "nodename=%s" % node, "state=resume")
+    for node, reason in drains.items():
+        scontrol(conf, "update", "nodename=%s" % node, "state=drain", "reason=%s" % reason)
+    assert dict((n, s[0]) for n, s in node_states(conf).items()) == dict((n, n in drains) for n in HOSTS.values())
+
+
+@pytest.fixture(scope="module")
+def host_bins(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("gate-hosts"))
+    a100 = fixture("a100-sxm4-v12.xml")
+    bins = {}
+    for host in HOSTS:
+        bins[host, "pass"] = write_host_bin(os.path.join(root, "pass"), host, a100)
+        bins[host, "fail"] = write_host_bin(os.path.join(root, "fail"), host, plant(a100, UNCORRECTABLE_ECC))
+    return bins
+
+
+def run_gate(tmp_path, conf, host_bins, failing=(), unreachable=(), check=False, **gate_vars):
+    nodes = {}
+    for host in HOSTS:
+        if host in unreachable:
+            # Nothing listens on port 1 of the loopback address: the connection is refused at once.
+            nodes[host] = {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1,
+                           "ansible_ssh_common_args": "-o ConnectTimeout=5 -o StrictHostKeyChecking=no"}
+        else:
+            nodes[host] = host_vars(host_bins[host, "fail" if host in failing else "pass"])
+    inventory = {"all": {"children": {
+        "slurm_nodes": {"hosts": nodes},
+        "slurm_controller": {"hosts": {"slurm-head": {"ansible_connection": "local",
+                                                      "ansible_python_interpreter": sys.executable}}},
+    }}}
+    inv_path = str(tmp_path / "inventory.yml")
+    with open(inv_path, "w") as handle:
+        yaml.safe_dump(inventory, handle)
+    extra = {"hydra_only": DOCTOR_ONLY, "slurm_gate_slurm_conf": conf, "slurm_gate_node_names": HOSTS}
+    extra.update(gate_vars)
+    argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inv_path, PLAYBOOK, "-e", json.dumps(extra)]
+    if check:
+        argv += ["--check", "--diff"]
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), HYDRA_REPORT_DIR=str(tmp_path / "reports"),
+               ANSIBLE_NOCOLOR="1", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    return proc, proc.stdout + proc.stderr
+
+
+def recap_changed(output, host):
+    match = re.search(r"^%s\s*:.*changed=(\d+)" % re.escape(host), output, re.M)
+    assert match, "no recap line for %s:\n%s" % (host, output[-3000:])
+    return int(match.group(1))
+
+
+def test_drains_failing_resumes_own_drain_keeps_admin_drain_and_is_idempotent(cluster, host_bins, tmp_path):
+    # node1 was drained by an earlier hydra run and passes now; node2 was drained by an admin and passes;
+    # node3 fails now; node4 passes and is in service.
+    set_nodes(cluster, {"node1": "hydra: gpu.ecc_errors", "node2": "admin: bad fan, ticket 4711"})
+    proc, out = run_gate(tmp_path, cluster, host_bins, failing=["gpu-c"])
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster) == {
+        "node1": (False, None),
+        "node2": (True, "admin: bad fan, ticket 4711"),
+        "node3": (True, "hydra: gpu.ecc_errors"),
+        "node4": (False, None),
+    }
+    assert recap_changed(out, "slurm-head") == 1
+
+    # A second run with the same outcomes changes nothing.
+    proc, out = run_gate(tmp_path, cluster, host_bins, failing=["gpu-c"])
+    assert proc.returncode == 0, out[-5000:]
+    assert recap_changed(out, "slurm-head") == 0
+    assert node_states(cluster)["node3"] == (True, "hydra: gpu.ecc_errors")
+    assert node_states(cluster)["node2"] == (True, "admin: bad fan, ticket 4711")
+
+
+def test_check_mode_prints_the_plan_and_changes_nothing(cluster, host_bins, tmp_path):
+    set_nodes(cluster, {"node1": "hydra: gpu.ecc_errors", "node2": "admin: bad fan"})
+    before = node_states(cluster)
+    proc, out = run_gate(tmp_path, cluster, host_bins, failing=["gpu-c"], check=True)
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster) == before
+    assert "drain  node3 (gpu-c): doctor failed: gpu.ecc_errors -> reason 'hydra: gpu.ecc_errors'" in out
+    assert "resume node1 (gpu-a)" in out
+    assert "leave  node2 (gpu-b): doctor healthy, but drained by an admin (admin: bad fan): hydra never resumes it" in out
+
+
+def test_brake_trips_at_the_cap_and_changes_nothing(cluster, host_bins, tmp_path):
+    # Two failing nodes of four is 50 %: past max_fraction 0.25. node1 would be resumed, but the brake
+    # stops the run before any change, so it stays drained too.
+    set_nodes(cluster, {"node1": "hydra: gpu.ecc_errors"})
+    before = node_states(cluster)
+    proc, out = run_gate(tmp_path, cluster, host_bins, failing=["gpu-c", "gpu-d"])
+    assert proc.returncode != 0
+    assert "would drain 2 of 4 nodes (50%), more than max_fraction 0.25 (25%)" in out
+    assert node_states(cluster) == before
+
+    # The count cap trips on its own too.
+    proc, out = run_gate(tmp_path, cluster, host_bins, failing=["gpu-c"], slurm_gate_max_count=0)
+    assert proc.returncode != 0
+    assert "would drain 1 nodes, more than max_count 0" in out
+    assert node_states(cluster) == before
+
+
+def test_unreachable_nodes_follow_the_policy(cluster, host_bins, tmp_path):
+    set_nodes(cluster, {"node2": "hydra: gpu.ecc_errors"})
+    # Default policy 'ignore': the unreachable node keeps its state, even a hydra drain is not resumed.
+    proc, out = run_gate(tmp_path, cluster, host_bins, unreachable=["gpu-b", "gpu-d"])
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster)["node2"] == (True, "hydra: gpu.ecc_errors")
+    assert node_states(cluster)["node4"] == (False, None)
+
+    proc, out = run_gate(tmp_path, cluster, host_bins, unreachable=["gpu-d"], slurm_gate_unreachable="drain")
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster)["node4"] == (True, "hydra: unreachable")
+    # node2 passes now: its hydra drain is resumed in the same run.
+    assert node_states(cluster)["node2"] == (False, None)
+
+
+def test_decides_from_a_saved_fleet_report(cluster, host_bins, tmp_path):
+    set_nodes(cluster, {})
+    report = {"schema_version": "1.0.0", "kind": "continuum.hydra.fleet_report", "hosts": {
+        "gpu-a": {"status": "healthy", "message": None, "failing_checks": [], "warning_checks": []},
+        "gpu-b": {"status": "error", "message": None, "failing_checks": ["gpu.nvlink"], "warning_checks": []},
+        "gpu-c": {"status": "warning", "message": None, "failing_checks": [], "warning_checks": ["gpu.persistence_mode"]},
+        "gpu-d": {"status": "healthy", "message": None, "failing_checks": [], "warning_checks": []},
+    }}
+    path = tmp_path / "fleet-report.json"
+    path.write_text(json.dumps(report))
+    proc, out = run_gate(tmp_path, cluster, host_bins, slurm_gate_fleet_report=str(path))
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster) == {"node1": (False, None), "node2": (True, "hydra: gpu.nvlink"),
+                                    "node3": (False, None), "node4": (False, None)}

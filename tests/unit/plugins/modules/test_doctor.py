@@ -1,0 +1,59 @@
+"""The doctor module's main(): argument handling, fail_on, check mode, one-line errors."""
+
+import json
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.continuum.hydra.plugins.modules import doctor
+
+
+def _main(capsys, **args):
+    with patch_module_args(args):
+        with pytest.raises(SystemExit) as exc:
+            doctor.main()
+    return exc.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_list_checks_returns_the_catalogue_without_reading_the_host(capsys, monkeypatch):
+    from ansible_collections.continuum.hydra.plugins.module_utils._probes import catalogue
+    monkeypatch.setattr(catalogue, "collect", lambda *a, **k: pytest.fail("probes ran"))
+    code, out = _main(capsys, list_checks=True)
+    assert code == 0 and out["changed"] is False
+    assert [c["id"] for c in out["catalogue"]] == [c["id"] for c in doctor._doctor.list_catalogue()]
+    assert "checks" not in out
+
+
+def test_a_typo_in_only_fails_with_one_line_naming_it(capsys):
+    code, out = _main(capsys, only=["gpu.ecc_erors"])
+    assert code == 1 and out["failed"] is True
+    assert out["msg"].startswith("only: 'gpu.ecc_erors' matches no check id") and "\n" not in out["msg"]
+
+
+def test_bad_choice_is_rejected_by_the_argument_spec(capsys):
+    code, out = _main(capsys, fail_on="sometimes")
+    assert code == 1 and "fail_on" in out["msg"] and "never, fail, warn" in out["msg"]
+
+
+def _fake_run(overall):
+    def run(**kwargs):
+        return {"schema_version": "x", "checks": [], "summary": {}, "overall_status": overall, "environment": {}, "probes": {}}
+    return run
+
+
+@pytest.mark.parametrize("overall, fail_on, failed", [
+    ("failed", "never", False), ("failed", "fail", True), ("error", "fail", True),
+    ("warning", "fail", False), ("warning", "warn", True), ("healthy", "warn", False)])
+def test_fail_on_fails_the_task_but_keeps_the_result(capsys, monkeypatch, overall, fail_on, failed):
+    monkeypatch.setattr(doctor._doctor, "run", _fake_run(overall))
+    code, out = _main(capsys, fail_on=fail_on)
+    assert bool(out.get("failed")) is failed and (code == 1) is failed
+    assert out["overall_status"] == overall and out["changed"] is False
+    if failed:
+        assert out["msg"] == "doctor: host is %s (fail_on=%s)" % (overall, fail_on)
+
+
+def test_check_mode_runs_and_changes_nothing(capsys, monkeypatch):
+    monkeypatch.setattr(doctor._doctor, "run", _fake_run("healthy"))
+    code, out = _main(capsys, _ansible_check_mode=True)
+    assert code == 0 and out["changed"] is False and out["overall_status"] == "healthy"
