@@ -17,8 +17,10 @@ def _link_collection():
 
 
 _link_collection()
-if COLLECTIONS not in sys.path:
-    sys.path.insert(0, COLLECTIONS)
+# The collection root, and the folders holding the shared test helpers (helpers.py, fleet.py).
+for path in (COLLECTIONS, os.path.join(REPO, "tests"), os.path.join(REPO, "tests", "integration")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 
 def pytest_collection_modifyitems(config, items):

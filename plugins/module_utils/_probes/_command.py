@@ -86,5 +86,7 @@ def read_text(path):
         raise ProbeAbsent("%s does not exist" % path)
     except PermissionError:
         raise ProbeError("%s: permission denied" % path)
+    except UnicodeDecodeError:
+        raise ProbeError("%s: not a text file" % path)
     except OSError as exc:
         raise ProbeError("%s: %s" % (path, exc))

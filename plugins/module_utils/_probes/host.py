@@ -30,7 +30,7 @@ _DMI_HYPERVISORS = ("QEMU", "KVM", "VMware", "VirtualBox", "Xen", "Microsoft Cor
 def _read_or_none(path):
     try:
         return read_text(path)
-    except (ProbeAbsent, ProbeError):
+    except (ProbeAbsent, ProbeError, UnicodeDecodeError):
         return None
 
 
