@@ -41,7 +41,7 @@ def _slurm_installed():
 
 def _free_port_block(count):
     """A base port with `count` free ports after it (ports are checked by binding them)."""
-    for _ in range(50):
+    for _attempt in range(50):
         base = random.randint(20000, 40000)
         socks = []
         try:
@@ -61,23 +61,24 @@ def _free_port_block(count):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     if not _slurm_installed():
-        deps = subprocess.run([os.path.join(REPO, "tests", "utils", "system-deps.sh")], capture_output=True, text=True)
+        deps = subprocess.run([os.path.join(REPO, "tests", "utils", "system-deps.sh")], capture_output=True, text=True,
+                              timeout=600, check=False)
         if not _slurm_installed():
             pytest.skip("slurmctld/slurmd/munged not installed and tests/utils/system-deps.sh could not install them: %s"
                         % (deps.stderr.strip().splitlines() or ["no output"])[-1])
     directory = str(tmp_path_factory.mktemp("slurm"))
     try:
         start = subprocess.run([CLUSTER_SH, "start", directory, str(len(HOSTS)), str(_free_port_block(len(HOSTS) + 1))],
-                               capture_output=True, text=True, timeout=60)
+                               capture_output=True, text=True, timeout=60, check=False)
         assert start.returncode == 0, "cluster did not start: %s %s" % (start.stdout, start.stderr)
         yield os.path.join(directory, "slurm.conf")
     finally:
-        subprocess.run([CLUSTER_SH, "stop", directory], capture_output=True, timeout=60)
+        subprocess.run([CLUSTER_SH, "stop", directory], capture_output=True, timeout=60, check=False)
 
 
 def scontrol(conf, *args):
     proc = subprocess.run(["scontrol"] + list(args), env=dict(os.environ, SLURM_CONF=conf),
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=30, check=False)
     assert proc.returncode == 0, "scontrol %s: %s" % (" ".join(args), proc.stderr)
     return proc.stdout
 
@@ -139,7 +140,7 @@ def run_gate(tmp_path, conf, host_bins, failing=(), unreachable=(), check=False,
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), HYDRA_REPORT_DIR=str(tmp_path / "reports"),
                ANSIBLE_NOCOLOR="1", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=REPO)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=REPO, check=False)
     return proc, proc.stdout + proc.stderr
 
 

@@ -1,0 +1,125 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+name: doctor_outcomes
+short_description: One outcome per host from doctor results or a saved fleet report
+version_added: 0.1.0
+description:
+  - Reduces doctor results to what the remediation playbook and the SLURM gate decide on, per host, C(status)
+    (V(healthy), V(warning), V(failed), V(error), V(unreachable) or V(unknown)), C(failing_checks) (ids of the
+    C(FAIL) and C(ERROR) checks), C(warning_checks) (ids of the C(WARN) checks) and C(message).
+  - The input is either C(hostvars) (each host's registered doctor result in the variable O(result_var)) or a
+    fleet report (C(fleet-report.json) of the P(continuum.hydra.fleet_report#callback) callback, read with
+    C(from_json)).
+  - A host without a result (unreachable, or doctor not run) is V(unreachable); a host whose doctor task failed
+    without a result, or whose fleet report status is C(task_failed), is V(error); a skipped task is V(unknown).
+author:
+  - continuum.hydra developers (@continuum-hydra)
+options:
+  _input:
+    description: C(hostvars), or a fleet report dict.
+    type: dict
+    required: true
+  hosts:
+    description:
+      - The hosts to report on. Defaults to every host of a fleet report; required with C(hostvars).
+      - A listed host that a fleet report does not hold is V(unknown).
+    type: list
+    elements: str
+  result_var:
+    description: The variable each host registered its doctor result in (C(hostvars) input only).
+    type: str
+    default: hydra_doctor
+seealso:
+  - module: continuum.hydra.doctor
+  - module: continuum.hydra.slurm_gate_apply
+"""
+
+EXAMPLES = r"""
+- name: Outcomes of this play's hosts from their registered doctor results
+  ansible.builtin.debug:
+    msg: "{{ hostvars | continuum.hydra.doctor_outcomes(ansible_play_hosts_all) }}"
+
+- name: Outcomes from a saved fleet report
+  ansible.builtin.debug:
+    msg: "{{ lookup('ansible.builtin.file', 'reports/fleet-report.json') | from_json | continuum.hydra.doctor_outcomes }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Host name to its outcome.
+  type: dict
+  sample: {"gpu-a": {"status": "failed", "failing_checks": ["gpu.ecc_errors"], "warning_checks": [],
+                     "message": "doctor: failed"}}
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible.module_utils.common.text.converters import to_native
+
+FLEET_REPORT_KIND = "continuum.hydra.fleet_report"
+HOST_STATUSES = ("healthy", "warning", "failed", "error")
+
+
+def _outcome(status, message, failing=(), warning=()):
+    return {"status": status, "failing_checks": sorted(set(failing)), "warning_checks": sorted(set(warning)),
+            "message": message}
+
+
+def from_doctor_result(result):
+    """One registered doctor result (or None when the host has none) -> outcome."""
+    if result is None:
+        return _outcome("unreachable", "no doctor result: the host was unreachable or doctor did not run on it")
+    if not isinstance(result, dict):
+        raise AnsibleFilterError("doctor_outcomes: a doctor result must be a dict, got %s" % type(result).__name__)
+    if result.get("unreachable"):
+        return _outcome("unreachable", to_native(result.get("msg") or "host unreachable"))
+    if result.get("skipped"):
+        return _outcome("unknown", "doctor was skipped on this host")
+    status = result.get("overall_status")
+    if status in HOST_STATUSES:
+        checks = result.get("checks") or []
+        return _outcome(status, "doctor: %s" % status,
+                        failing=[c["id"] for c in checks if c.get("status") in ("FAIL", "ERROR")],
+                        warning=[c["id"] for c in checks if c.get("status") == "WARN"])
+    return _outcome("error", "doctor task failed: %s" % to_native(result.get("msg") or "no result"))
+
+
+def from_fleet_report_host(entry):
+    status = entry.get("status")
+    if status == "task_failed":
+        return _outcome("error", "doctor task failed: %s" % (entry.get("message") or "no message"))
+    if status not in HOST_STATUSES + ("unreachable",):
+        raise AnsibleFilterError("doctor_outcomes: fleet report host status %r is not one of %s"
+                                 % (status, ", ".join(HOST_STATUSES + ("unreachable", "task_failed"))))
+    return _outcome(status, entry.get("message") or "doctor: %s" % status,
+                    failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [])
+
+
+def doctor_outcomes(source, hosts=None, result_var="hydra_doctor"):
+    if hosts is not None and (isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__")):
+        raise AnsibleFilterError("doctor_outcomes: hosts must be a list of host names, got %r" % (hosts,))
+    if isinstance(source, dict) and source.get("kind") == FLEET_REPORT_KIND:
+        report_hosts = source.get("hosts") or {}
+        names = list(hosts) if hosts is not None else sorted(report_hosts)
+        return dict((name, from_fleet_report_host(report_hosts[name]) if name in report_hosts
+                     else _outcome("unknown", "not in the fleet report")) for name in names)
+    if hosts is None:
+        raise AnsibleFilterError("doctor_outcomes: give the hosts to report on (hostvars | doctor_outcomes(hosts)), "
+                                 "or pass a fleet report (its 'kind' is %s)" % FLEET_REPORT_KIND)
+    try:
+        return dict((name, from_doctor_result(source[name].get(result_var) if name in source else None))
+                    for name in hosts)
+    except (AttributeError, TypeError):
+        raise AnsibleFilterError("doctor_outcomes: input must be hostvars or a fleet report dict, got %s"
+                                 % type(source).__name__)
+
+
+class FilterModule(object):
+    def filters(self):
+        return {"doctor_outcomes": doctor_outcomes}

@@ -1,0 +1,323 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: cgroup_limits_apply
+short_description: Limit the memory, CPU and I/O of named processes, users or slices with cgroups
+version_added: 0.1.0
+description:
+  - Writes cgroup v2 limits (C(memory.max), C(memory.high), C(cpu.max), C(io.max) per device) on hosts with the
+    unified hierarchy, and the v1 equivalents (C(memory.limit_in_bytes), C(memory.soft_limit_in_bytes),
+    C(cpu.cfs_quota_us), C(blkio.throttle.*)) on v1 hosts, under a configurable cgroup root.
+  - Each entry of O(limits) limits either a group hydra creates under O(parent) (O(limits[].name)), into which the named
+    processes, the processes of the named users and the listed PIDs are moved, or an existing cgroup such as a systemd
+    slice, limited in place (O(limits[].cgroup)).
+  - As Cluster-Helper's tier 1, O(noisy_processes) (the processes a doctor check found, with a severity) are moved into
+    C(<parent>/noisy-warn) or C(<parent>/noisy-fail) with the limits O(severity_limits) gives each severity.
+  - Only values that differ are written; everything written is read back to verify. Processes are moved once.
+  - Usually called by the P(continuum.hydra.cgroup_limits#role) role; see C(docs/remediation.md).
+author:
+  - continuum.hydra developers (@continuum-hydra)
+extends_documentation_fragment:
+  - continuum.hydra._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads the cgroup files and returns the writes it would make; creates and writes nothing.
+  diff_mode:
+    support: full
+    details:
+      - Each cgroup file's value before and after, and the PIDs moved.
+options:
+  root:
+    description: The cgroup root (the cgroup2 mount on v2 hosts, the directory of the per-controller mounts on v1).
+    type: path
+    default: /sys/fs/cgroup
+  version:
+    description: cgroup version; V(auto) detects it from O(root).
+    type: str
+    choices: [auto, v1, v2]
+    default: auto
+  parent:
+    description: Where the groups named in O(limits[].name) are created, relative to O(root).
+    type: str
+    default: hydra.slice
+  limits:
+    description: The groups to limit.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: A group hydra creates (and moves processes into) under O(parent). Exclusive with O(limits[].cgroup).
+        type: str
+      cgroup:
+        description: An existing cgroup, relative to O(root) (under v1, to each controller's mount), limited in place.
+        type: str
+      processes:
+        description: Process names (as in C(/proc/PID/comm)) to move into the group.
+        type: list
+        elements: str
+      pids:
+        description: PIDs to move into the group.
+        type: list
+        elements: int
+      users:
+        description: Users (names or UIDs) whose processes are moved into the group.
+        type: list
+        elements: str
+      memory_max:
+        description: Hard memory limit; bytes or a size such as V(8G), or V(max).
+        type: str
+      memory_high:
+        description: Memory throttling threshold (v2 C(memory.high); v1 soft limit); bytes, a size or V(max).
+        type: str
+      cpu_percent:
+        description: CPU limit in percent of one CPU (V(200) is two CPUs) over a 100 ms period, or V(max) for none.
+        type: str
+      io_max:
+        description: I/O limits per device; C(device) is C(MAJ:MIN) or a block device path, then any of C(rbps),
+          C(wbps) (bytes per second), C(riops), C(wiops) (operations per second), each a number or V(max).
+        type: list
+        elements: dict
+  noisy_processes:
+    description: Processes a check found, each C({pid, name, severity}) with severity V(warn) or V(fail).
+    type: list
+    elements: dict
+    default: []
+  severity_limits:
+    description: Limits (the keys of a O(limits) entry) per severity, for O(noisy_processes).
+    type: dict
+    default: {}
+seealso:
+  - module: continuum.hydra.doctor
+"""
+
+EXAMPLES = r"""
+- name: Cap a runaway data loader and one user's shell jobs
+  continuum.hydra.cgroup_limits_apply:
+    limits:
+      - name: loader
+        processes: [data_loader]
+        memory_max: 16G
+        cpu_percent: 400
+        io_max:
+          - device: /dev/nvme0n1
+            rbps: 524288000
+      - cgroup: user.slice/user-1001.slice
+        memory_high: 32G
+
+- name: Tier 1, limits scaled by severity for the noisy processes a check found
+  continuum.hydra.cgroup_limits_apply:
+    noisy_processes:
+      - {pid: 4242, name: rsync, severity: fail}
+      - {pid: 5151, name: tar, severity: warn}
+    severity_limits:
+      warn: {cpu_percent: 100, memory_high: 8G}
+      fail: {cpu_percent: 25, memory_max: 2G}
+"""
+
+RETURN = r"""
+version:
+  description: The cgroup version used.
+  returned: always
+  type: str
+  sample: v2
+changes:
+  description: Each action taken (in check mode, to be taken) - C(mkdir), C(write) of a file with its value before and
+    after, or C(move) of PIDs - with the path relative to O(root).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"action": "write", "path": "hydra.slice/loader/memory.max", "before": "max", "after": 17179869184}]
+groups:
+  description: Per group, its path relative to O(root) and the PIDs it holds that the entry asked for.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"cgroup": "hydra.slice/loader", "pids": [4242]}]
+"""
+
+import errno
+import os
+import pwd
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.continuum.hydra.plugins.module_utils import _cgroups
+
+
+class Tree(object):
+    """Reads and writes under the cgroup root; every path is relative to it."""
+
+    def __init__(self, root):
+        self.root = root
+
+    def path(self, rel):
+        return os.path.join(self.root, rel)
+
+    def read(self, rel):
+        try:
+            with open(self.path(rel)) as handle:
+                return handle.read()
+        except (IOError, OSError):
+            return None
+
+    def exists(self, rel):
+        return os.path.isdir(self.path(rel))
+
+    def write(self, rel, text):
+        # cgroup files take one value per write(2); no temp file and rename: cgroupfs has neither.
+        with open(self.path(rel), "w") as handle:
+            handle.write(text)
+
+    def add_pid(self, rel, pid):
+        # Like `echo PID >> cgroup.procs`: cgroupfs moves the process, a plain file (a laid-out tree) keeps a list.
+        with open(self.path(rel), "a") as handle:
+            handle.write("%d\n" % pid)
+
+    def pids(self, rel):
+        return set(int(p) for p in (self.read(rel) or "").split())
+
+
+def read_processes(proc="/proc"):
+    out = []
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, name, "comm")) as handle:
+                comm = handle.read().strip()
+            uid = os.stat(os.path.join(proc, name)).st_uid
+        except (IOError, OSError):
+            continue  # gone meanwhile
+        try:
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            user = str(uid)
+        out.append({"pid": int(name), "comm": comm, "uid": uid, "user": user})
+    return out
+
+
+def plan(tree, version, parent, entries):
+    """(actions, groups): mkdirs first (parents first), then controller enabling (v2), then limits and moves."""
+    needs_procs = any(e["processes"] or e["users"] for e in entries)
+    processes = read_processes() if needs_procs else [{"pid": p, "comm": "", "uid": -1, "user": ""}
+                                                      for e in entries for p in e["pids"] if os.path.exists("/proc/%d" % p)]
+    mkdirs, rest, groups = [], [], []
+    for entry in entries:
+        dirs = _cgroups.group_dirs(entry, version, parent)
+        if entry["cgroup"]:
+            missing = [d for d in dirs if not tree.exists(d)]
+            if missing:
+                raise _cgroups.CgroupError("cgroup %s does not exist (%s); name an existing cgroup or use name to create one"
+                                           % (entry["cgroup"], tree.path(missing[-1])))
+        mkdirs.extend({"action": "mkdir", "path": d} for d in dirs
+                      if not tree.exists(d) and d not in [m["path"] for m in mkdirs])
+        rest.extend(dict(w, action="write", after=w["expect"]) for w in _cgroups.plan_limits(entry, version, parent, tree.read))
+        pids = _cgroups.matching_pids(entry, processes)
+        for procs in _cgroups.procs_files(entry, version, parent):
+            moving = [p for p in pids if p not in tree.pids(procs)]
+            if moving:
+                rest.append({"action": "move", "path": procs, "pids": moving})
+        groups.append({"cgroup": _cgroups.group_path(entry, parent), "pids": pids})
+    enable = []
+    if version == _cgroups.V2:
+        enable = [dict(w, action="write", after=w["expect"]) for w in _cgroups.v2_subtree_writes(entries, parent, tree.read)]
+    return mkdirs + enable + rest, groups
+
+
+def public(action):
+    return dict((k, v) for k, v in action.items() if k in ("action", "path", "before", "after", "pids"))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            root=dict(type="path", default="/sys/fs/cgroup"),
+            version=dict(type="str", choices=["auto", "v1", "v2"], default="auto"),
+            parent=dict(type="str", default="hydra.slice"),
+            limits=dict(type="list", elements="dict", default=[], options=dict(
+                name=dict(type="str"), cgroup=dict(type="str"), processes=dict(type="list", elements="str"),
+                pids=dict(type="list", elements="int"), users=dict(type="list", elements="str"),
+                memory_max=dict(type="str"), memory_high=dict(type="str"), cpu_percent=dict(type="str"),
+                io_max=dict(type="list", elements="dict"))),
+            noisy_processes=dict(type="list", elements="dict", default=[]),
+            severity_limits=dict(type="dict", default={}),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    tree = Tree(params["root"])
+    parent = params["parent"].strip("/")
+    try:
+        if not parent or ".." in parent.split("/"):
+            raise _cgroups.CgroupError("parent: %r must be a path below the cgroup root, without '..'" % params["parent"])
+        version = _cgroups.detect_version(params["root"], params["version"])
+        raw = [dict((k, v) for k, v in e.items() if v is not None) for e in params["limits"]]
+        raw += _cgroups.limits_from_findings(params["noisy_processes"], params["severity_limits"])
+        entries = [_cgroups.normalize_entry(e, i) for i, e in enumerate(raw)]
+        actions, groups = plan(tree, version, parent, entries)
+    except _cgroups.CgroupError as exc:
+        module.fail_json(msg=str(exc))
+
+    diff = {"before": {}, "after": {}}
+    for action in actions:
+        if action["action"] == "mkdir":
+            diff["before"][action["path"]], diff["after"][action["path"]] = "(absent)", "(directory)"
+        elif action["action"] == "write":
+            # io.max and the blkio files hold one line per device: one diff key per device.
+            key = action["path"] + (" " + action["what"].split()[1] if " " in action["what"] else "")
+            diff["before"][key], diff["after"][key] = action["before"], action["after"]
+        else:
+            diff["before"][action["path"]], diff["after"][action["path"]] = "(PIDs not in it)", action["pids"]
+    result = dict(changed=bool(actions), version=version, changes=[public(a) for a in actions], groups=groups, diff=diff)
+    if module.check_mode or not actions:
+        module.exit_json(**result)
+
+    for action in actions:
+        try:
+            if action["action"] == "mkdir":
+                os.mkdir(tree.path(action["path"]))
+            elif action["action"] == "write":
+                tree.write(action["path"], action["write"])
+            else:
+                for pid in action["pids"]:
+                    try:
+                        tree.add_pid(action["path"], pid)
+                    except (IOError, OSError) as exc:
+                        if exc.errno != errno.ESRCH:  # a process that ended meanwhile needs no limit
+                            raise
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="cgroup_limits: %s %s failed: %s" % (
+                action["action"], tree.path(action["path"]), exc.strerror or exc), **result)
+
+    problems = []
+    for action in actions:
+        if action["action"] == "write" and action["what"] == "cgroup.subtree_control":
+            enabled = [c.lstrip("+") for c in (tree.read(action["path"]) or "").split()]
+            if any(c not in enabled for c in action["expect"]):
+                problems.append("%s reads %r" % (action["path"], " ".join(enabled)))
+        elif action["action"] == "write":
+            read = _cgroups.read_back(action, version, tree.read)
+            if read != action["expect"]:
+                problems.append("%s reads %r, not %r" % (action["path"], read, action["expect"]))
+        elif action["action"] == "move":
+            alive = [p for p in action["pids"] if os.path.exists("/proc/%d" % p)]
+            stray = [p for p in alive if p not in tree.pids(action["path"])]
+            if stray:
+                problems.append("%s does not hold PIDs %s" % (action["path"], ", ".join(str(p) for p in stray)))
+    if problems:
+        module.fail_json(msg="cgroup_limits: changes not verified: %s" % "; ".join(problems), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+module: gpu_settings_apply
+short_description: Set NVIDIA GPU persistence mode, power limit, clocks, compute mode and ECC mode
+version_added: 0.1.0
+description:
+  - Reads the settings of every GPU with one C(nvidia-smi --query-gpu) call, changes only what differs from the
+    options given (C(nvidia-smi -pm), C(-pl), C(-ac), C(-lgc), C(-c), C(-e), each with C(-i <index>)), then reads the
+    settings again and fails if any change did not take.
+  - An option left out is left as it is.
+  - ECC mode changes take effect at the next GPU reset or reboot. The module compares and sets the pending mode
+    and returns RV(reboot_required) while the current mode differs from it.
+  - Usually called by the P(continuum.hydra.gpu_settings#role) role; see C(docs/remediation.md).
+author:
+  - continuum.hydra developers (@continuum-hydra)
+extends_documentation_fragment:
+  - continuum.hydra._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads the settings and returns the changes it would make; runs no setting command.
+  diff_mode:
+    support: full
+    details:
+      - The settings of each selected GPU before and after.
+options:
+  gpus:
+    description:
+      - The GPUs to configure, each named by index, UUID or PCI bus id. Empty means every GPU.
+    type: list
+    elements: str
+    default: []
+  persistence_mode:
+    description: Persistence mode on or off.
+    type: bool
+  power_limit:
+    description: Power limit in watts; must lie in the GPU's own range.
+    type: float
+  application_clocks:
+    description: Application clocks in MHz, a supported memory/graphics pair (C(nvidia-smi -q -d SUPPORTED_CLOCKS)).
+    type: dict
+    suboptions:
+      memory:
+        description: Memory clock in MHz.
+        type: int
+        required: true
+      graphics:
+        description: Graphics clock in MHz.
+        type: int
+        required: true
+  locked_clocks:
+    description:
+      - Lock the GPU clocks to this range in MHz (C(nvidia-smi -lgc)).
+      - Neither nvidia-smi nor NVML reads locked clocks back, so the module keeps what it set in
+        O(locked_clocks_record) and compares with that. The record lives in C(/run) by default, which is cleared at
+        reboot just as locked clocks are; after a GPU reset or a driver reload, remove the record to set them again.
+    type: dict
+    suboptions:
+      min:
+        description: Lowest GPU clock in MHz.
+        type: int
+        required: true
+      max:
+        description: Highest GPU clock in MHz.
+        type: int
+        required: true
+  locked_clocks_record:
+    description: File in which the locked clocks set by this module are recorded, per GPU UUID.
+    type: path
+    default: /run/continuum.hydra/locked-clocks.json
+  compute_mode:
+    description: Compute mode.
+    type: str
+    choices: [DEFAULT, EXCLUSIVE_PROCESS, PROHIBITED]
+  ecc_mode:
+    description: ECC on or off (takes effect at the next GPU reset or reboot).
+    type: bool
+  nvidia_smi_path:
+    description: The C(nvidia-smi) binary; looked up on E(PATH) by default.
+    type: path
+  timeout:
+    description: Seconds each C(nvidia-smi) call may take.
+    type: int
+    default: 60
+requirements:
+  - nvidia-smi (the NVIDIA driver's utilities), run as root to change settings.
+seealso:
+  - module: continuum.hydra.doctor
+"""
+
+EXAMPLES = r"""
+- name: Persistence mode on and a 400 W power limit on every GPU
+  continuum.hydra.gpu_settings_apply:
+    persistence_mode: true
+    power_limit: 400
+
+- name: Exclusive-process compute mode and ECC on, on GPUs 0 and 1 only
+  continuum.hydra.gpu_settings_apply:
+    gpus: ["0", "1"]
+    compute_mode: EXCLUSIVE_PROCESS
+    ecc_mode: true
+  register: gpu_settings
+
+- name: Say when a reboot is pending
+  ansible.builtin.debug:
+    msg: "ECC change pending on GPUs {{ gpu_settings.reboot_required_gpus }}: reset the GPUs or reboot"
+  when: gpu_settings.reboot_required
+"""
+
+RETURN = r"""
+changes:
+  description: Each change made (in check mode, that would be made), with the GPU, setting, before and after values and
+    the nvidia-smi arguments.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"index": 0, "uuid": "GPU-513536b6-7d19-9063-b049-1e69664bb298", "setting": "persistence_mode",
+            "before": "Disabled", "after": "Enabled", "args": ["-i", "0", "-pm", "1"]}]
+gpus:
+  description: The settings of every selected GPU, read after the changes (before them, in check mode).
+  returned: always
+  type: dict
+  sample: {"gpu0": {"persistence_mode": "Enabled", "power_limit": 400.0, "application_clocks": {"memory": 1593,
+           "graphics": 1410}, "locked_clocks": null, "compute_mode": "Default",
+           "ecc_mode": {"current": "Enabled", "pending": "Enabled"}}}
+reboot_required:
+  description: True while an ECC mode change waits for a GPU reset or a reboot ("reset / reboot required").
+  returned: always
+  type: bool
+  sample: false
+reboot_required_gpus:
+  description: Indexes of the GPUs whose ECC mode waits for a reset or reboot.
+  returned: always
+  type: list
+  elements: int
+  sample: [0, 1]
+"""
+
+import json
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.continuum.hydra.plugins.module_utils import _gpu_settings
+from ansible_collections.continuum.hydra.plugins.module_utils._probes import _command
+
+
+class Smi(object):
+    """nvidia-smi calls: argument lists, LANG=C and a timeout (through _command.run)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.binary = _command.find_binary("nvidia-smi", module.params["nvidia_smi_path"])
+        if not self.binary:
+            module.fail_json(msg="nvidia-smi: not found (%s); install the NVIDIA driver utilities or set nvidia_smi_path"
+                             % (module.params["nvidia_smi_path"] or "not on PATH"))
+        self.timeout = module.params["timeout"]
+
+    def call(self, args):
+        argv = [self.binary] + args
+        try:
+            rc, out, err = _command.run(argv, self.timeout)
+        except (_command.ProbeError, _command.ProbeAbsent) as exc:
+            self.module.fail_json(msg=str(exc))
+        if rc != 0:
+            self.module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, " ".join((err or out).split())), rc=rc)
+        return out
+
+    def state(self):
+        out = self.call(_gpu_settings.query_args([field for field, _key in _gpu_settings.QUERY_FIELDS]))
+        try:
+            return _gpu_settings.parse_state(out)
+        except _gpu_settings.GpuSettingsError as exc:
+            self.module.fail_json(msg=str(exc))
+
+
+def read_record(path):
+    """The locked clocks set earlier; a missing or damaged record only means they are set once more."""
+    try:
+        with open(path) as handle:
+            record = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def write_record(path, record):
+    """Atomically: temp file in the same directory, then rename."""
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+    temp = "%s.tmp.%d" % (path, os.getpid())
+    with open(temp, "w") as handle:
+        json.dump(record, handle, sort_keys=True)
+    os.replace(temp, path)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            gpus=dict(type="list", elements="str", default=[]),
+            persistence_mode=dict(type="bool"),
+            power_limit=dict(type="float"),
+            application_clocks=dict(type="dict", options=dict(memory=dict(type="int", required=True),
+                                                              graphics=dict(type="int", required=True))),
+            locked_clocks=dict(type="dict", options=dict(min=dict(type="int", required=True), max=dict(type="int", required=True))),
+            locked_clocks_record=dict(type="path", default="/run/continuum.hydra/locked-clocks.json"),
+            compute_mode=dict(type="str", choices=sorted(_gpu_settings.COMPUTE_MODES)),
+            ecc_mode=dict(type="bool"),
+            nvidia_smi_path=dict(type="path"),
+            timeout=dict(type="int", default=60),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    desired = dict((name, params[name]) for name in _gpu_settings.SETTINGS)
+    record_path = params["locked_clocks_record"]
+    record = read_record(record_path)
+    smi = Smi(module)
+    try:
+        selected = _gpu_settings.select(smi.state(), params["gpus"])
+        changes = _gpu_settings.plan(selected, desired, record)
+    except _gpu_settings.GpuSettingsError as exc:
+        module.fail_json(msg=str(exc))
+    record_before = dict(record)
+    record_after = dict(record)
+    record_after.update((c["uuid"], c["after"]) for c in changes if c["setting"] == "locked_clocks")
+    before_view = _gpu_settings.view(selected, record_before)
+
+    if module.check_mode or not changes:
+        after = _gpu_settings.predicted(selected, changes)
+        pending = _gpu_settings.reboot_required(after, desired)
+        module.exit_json(changed=bool(changes), changes=changes, gpus=before_view, reboot_required=bool(pending),
+                         reboot_required_gpus=pending,
+                         diff={"before": before_view, "after": _gpu_settings.view(after, record_after)})
+
+    for entry in changes:
+        smi.call(entry["args"])
+        if entry["setting"] == "locked_clocks":
+            record[entry["uuid"]] = entry["after"]
+            try:
+                write_record(record_path, record)
+            except (IOError, OSError) as exc:
+                module.fail_json(msg="locked_clocks_record: cannot write %s (%s); the clocks are set, the record is not"
+                                 % (record_path, exc.strerror or exc), changes=changes)
+
+    uuids = set(g["uuid"] for g in selected)
+    after = [g for g in smi.state() if g["uuid"] in uuids]
+    pending = _gpu_settings.reboot_required(after, desired)
+    after_view = _gpu_settings.view(after, record)
+    result = dict(changed=True, changes=changes, gpus=after_view, reboot_required=bool(pending),
+                  reboot_required_gpus=pending, diff={"before": before_view, "after": after_view})
+    problems = _gpu_settings.unverified(changes, after, record)
+    if problems:
+        module.fail_json(msg="gpu_settings: changes not verified: %s" % "; ".join(
+            "GPU %s %s reads %r" % p for p in problems), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

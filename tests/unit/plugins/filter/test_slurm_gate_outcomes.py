@@ -1,0 +1,66 @@
+"""The doctor_outcomes filter: registered doctor results and fleet reports reduced to one outcome per host."""
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.continuum.hydra.plugins.filter.doctor_outcomes import doctor_outcomes
+
+
+def doctor_result(overall, **statuses):
+    return {"overall_status": overall, "checks": [{"id": cid.replace("__", "."), "status": st} for cid, st in statuses.items()]}
+
+
+def test_registered_results_unreachable_failed_task_and_missing_hosts():
+    hostvars = {
+        "ok": {"hydra_doctor": doctor_result("warning", gpu__persistence_mode="WARN", gpu__ecc_errors="PASS")},
+        "bad": {"hydra_doctor": doctor_result("failed", gpu__ecc_errors="FAIL", gpu__nvlink="ERROR", disk__space="SKIP")},
+        "gone": {"hydra_doctor": {"unreachable": True, "msg": "ssh: connect to host 10.0.0.9 port 22: Connection refused"}},
+        "crashed": {"hydra_doctor": {"failed": True, "msg": "MODULE FAILURE"}},
+        "skipped": {"hydra_doctor": {"skipped": True}},
+        "never-ran": {},
+    }
+    out = doctor_outcomes(hostvars, ["ok", "bad", "gone", "crashed", "skipped", "never-ran", "not-in-inventory"])
+    assert out["ok"] == {"status": "warning", "failing_checks": [], "warning_checks": ["gpu.persistence_mode"],
+                         "message": "doctor: warning"}
+    assert out["bad"]["status"] == "failed"
+    assert out["bad"]["failing_checks"] == ["gpu.ecc_errors", "gpu.nvlink"]
+    assert out["gone"] == {"status": "unreachable", "failing_checks": [], "warning_checks": [],
+                           "message": "ssh: connect to host 10.0.0.9 port 22: Connection refused"}
+    assert out["crashed"]["status"] == "error" and "MODULE FAILURE" in out["crashed"]["message"]
+    assert out["skipped"]["status"] == "unknown"
+    assert out["never-ran"]["status"] == "unreachable"
+    assert out["not-in-inventory"]["status"] == "unreachable"
+
+
+def test_result_var_is_configurable():
+    out = doctor_outcomes({"h": {"mine": doctor_result("healthy")}}, ["h"], result_var="mine")
+    assert out["h"]["status"] == "healthy"
+
+
+def test_fleet_report():
+    report = {"kind": "continuum.hydra.fleet_report", "hosts": {
+        "a": {"status": "failed", "message": None, "failing_checks": ["gpu.ecc_errors"], "warning_checks": []},
+        "b": {"status": "task_failed", "message": "python not found", "failing_checks": [], "warning_checks": []},
+        "c": {"status": "unreachable", "message": "timed out", "failing_checks": [], "warning_checks": []},
+    }}
+    out = doctor_outcomes(report)
+    assert sorted(out) == ["a", "b", "c"]
+    assert out["a"]["failing_checks"] == ["gpu.ecc_errors"]
+    assert out["b"] == {"status": "error", "failing_checks": [], "warning_checks": [],
+                        "message": "doctor task failed: python not found"}
+    assert out["c"]["status"] == "unreachable"
+    assert doctor_outcomes(report, ["a", "z"])["z"]["status"] == "unknown"
+
+
+@pytest.mark.parametrize("source, hosts, message", [
+    ({}, None, "doctor_outcomes: give the hosts to report on"),
+    ({}, "gpu-a", "doctor_outcomes: hosts must be a list of host names, got 'gpu-a'"),
+    ({"kind": "continuum.hydra.fleet_report", "hosts": {"a": {"status": "sick"}}}, None,
+     "doctor_outcomes: fleet report host status 'sick' is not one of"),
+    ({"h": {"hydra_doctor": "text"}}, ["h"], "doctor_outcomes: a doctor result must be a dict, got str"),
+])
+def test_bad_input_is_one_clear_line(source, hosts, message):
+    with pytest.raises(AnsibleFilterError) as err:
+        doctor_outcomes(source, hosts)
+    assert str(err.value).startswith(message)
