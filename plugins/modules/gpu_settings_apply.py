@@ -146,34 +146,16 @@ reboot_required_gpus:
 """
 
 import json
-import os
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _gpu_settings
-from ansible_collections.continuum.hydra.plugins.module_utils._probes import _command
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.module_utils._nvidia_smi_cli import NvidiaSmiCli
 
 
-class Smi(object):
-    """nvidia-smi calls: argument lists, LANG=C and a timeout (through _command.run)."""
-
-    def __init__(self, module):
-        self.module = module
-        self.binary = _command.find_binary("nvidia-smi", module.params["nvidia_smi_path"])
-        if not self.binary:
-            module.fail_json(msg="nvidia-smi: not found (%s); install the NVIDIA driver utilities or set nvidia_smi_path"
-                             % (module.params["nvidia_smi_path"] or "not on PATH"))
-        self.timeout = module.params["timeout"]
-
-    def call(self, args):
-        argv = [self.binary] + args
-        try:
-            rc, out, err = _command.run(argv, self.timeout)
-        except (_command.ProbeError, _command.ProbeAbsent) as exc:
-            self.module.fail_json(msg=str(exc))
-        if rc != 0:
-            self.module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, " ".join((err or out).split())), rc=rc)
-        return out
+class Smi(NvidiaSmiCli):
+    """nvidia-smi plus reading the settings this module manages."""
 
     def state(self):
         out = self.call(_gpu_settings.query_args([field for field, _key in _gpu_settings.QUERY_FIELDS]))
@@ -194,14 +176,7 @@ def read_record(path):
 
 
 def write_record(path, record):
-    """Atomically: temp file in the same directory, then rename."""
-    directory = os.path.dirname(path) or "."
-    if not os.path.isdir(directory):
-        os.makedirs(directory, 0o755)
-    temp = "%s.tmp.%d" % (path, os.getpid())
-    with open(temp, "w") as handle:
-        json.dump(record, handle, sort_keys=True)
-    os.replace(temp, path)
+    write_atomic(path, json.dumps(record, sort_keys=True))
 
 
 def main():

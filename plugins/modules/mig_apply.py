@@ -109,28 +109,11 @@ reset_required_gpus:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _gpu_settings, _mig
-from ansible_collections.continuum.hydra.plugins.module_utils._probes import _command
+from ansible_collections.continuum.hydra.plugins.module_utils._nvidia_smi_cli import NvidiaSmiCli
 
 
-class Smi(object):
-    def __init__(self, module):
-        self.module = module
-        self.binary = _command.find_binary("nvidia-smi", module.params["nvidia_smi_path"])
-        if not self.binary:
-            module.fail_json(msg="nvidia-smi: not found (%s); install the NVIDIA driver utilities or set nvidia_smi_path"
-                             % (module.params["nvidia_smi_path"] or "not on PATH"))
-        self.timeout = module.params["timeout"]
-
-    def call(self, args, allowed=None):
-        """Run nvidia-smi; a non-zero rc fails the module unless the output contains `allowed`."""
-        argv = [self.binary] + args
-        try:
-            rc, out, err = _command.run(argv, self.timeout)
-        except (_command.ProbeError, _command.ProbeAbsent) as exc:
-            self.module.fail_json(msg=str(exc))
-        if rc != 0 and not (allowed and allowed in out + err):
-            self.module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, " ".join((err or out).split())), rc=rc)
-        return out + err if rc != 0 else out
+class Smi(NvidiaSmiCli):
+    """nvidia-smi plus reading MIG modes, running compute apps and GPU instances."""
 
     def read(self):
         try:
