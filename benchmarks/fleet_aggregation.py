@@ -57,16 +57,16 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     rng = random.Random(7)
-    template = [synthetic_result(rng) for _ in range(50)]
+    template = [synthetic_result(rng) for dummy in range(50)]
     fleets = dict((n, [copy.deepcopy(template[i % 50]) for i in range(n)]) for n in (1000, 10000))
     per_host = {1000: [], 10000: []}
-    for _ in range(args.rounds):
+    for dummy in range(args.rounds):
         for n in (1000, 10000):
             per_host[n].append(one_run(fleets[n]))
     small, large = statistics.median(per_host[1000]), statistics.median(per_host[10000])
     tracemalloc.start()
     one_run(fleets[10000])
-    _, peak = tracemalloc.get_traced_memory()
+    peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     print("checks per host: %d" % len(template[0]["checks"]))
     print("per host: 1k %.1f us, 10k %.1f us; ratio 10k/1k %.3f (target <= 1.2)" % (small * 1e6, large * 1e6, large / small))

@@ -9,15 +9,19 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 name: fleet_report
 type: aggregate
-short_description: Gathers every host's doctor result into one fleet report
+short_description: Gathers every host's doctor and profile results into one analysed fleet report
 version_added: 0.1.0
 description:
-  - Collects the result of each P(continuum.hydra.doctor#module) task, and every host that was unreachable or whose
-    task failed (they are in the report, never dropped).
-  - At the end of the playbook writes C(fleet-report.json) and a timestamped copy atomically into O(report_dir), and
-    prints a summary, the failing checks with their hosts and GPUs, and the top actions.
-  - Writes nothing for a playbook that ran no continuum.hydra task. A report that cannot be written is a warning,
-    not a failed run.
+  - Collects the result of each P(continuum.hydra.doctor#module), P(continuum.hydra.profile#module) and
+    P(continuum.hydra.env_setup#module) task, and every host that was unreachable or whose task failed (they are in
+    the report, never dropped).
+  - At the end of the playbook analyses the fleet (hardware classes, configuration drift, stragglers, fleet
+    bottleneck, history, optional batch plan) and writes the report atomically into O(report_dir) in each of
+    O(formats) - C(fleet-report.json) (plus a timestamped copy), C(.md), C(.html), C(.junit.xml) and C(.prom) - then
+    prints a summary, the failing checks with their hosts and GPUs, drift, stragglers and the top actions.
+  - Writes nothing for a playbook that ran no continuum.hydra task. A report that cannot be written, a bad setting or
+    an unreadable file is a warning and a line in the report, not a failed run.
+  - See C(docs/fleet_report.md) and C(docs/fleet_analysis.md) in the collection.
 requirements:
   - Enable it with C(callbacks_enabled = continuum.hydra.fleet_report) in C(ansible.cfg) or
     E(ANSIBLE_CALLBACKS_ENABLED).
@@ -31,30 +35,143 @@ options:
     ini:
       - section: callback_fleet_report
         key: report_dir
+  formats:
+    description:
+      - The files to write. V(json) is C(fleet-report.json) and its timestamped copy (what the SLURM gate and scripts
+        read), V(markdown) C(fleet-report.md), V(html) C(fleet-report.html) (one self-contained page), V(junit)
+        C(fleet-report.junit.xml) (one testcase per host and check), V(prometheus) C(fleet-report.prom) (for
+        node_exporter's textfile collector).
+      - In E(HYDRA_REPORT_FORMATS) and C(ansible.cfg), a comma-separated list.
+    type: list
+    elements: str
+    default: [json, markdown, html, junit, prometheus]
+    env:
+      - name: HYDRA_REPORT_FORMATS
+    ini:
+      - section: callback_fleet_report
+        key: formats
+  history_dir:
+    description:
+      - Directory of the history snapshots (one compact file per run) that trends and repeat offenders are computed
+        from. Defaults to C(history) under O(report_dir).
+    type: path
+    env:
+      - name: HYDRA_HISTORY_DIR
+    ini:
+      - section: callback_fleet_report
+        key: history_dir
+  history_keep:
+    description:
+      - How many runs the history keeps, this one included; older snapshots are deleted. V(0) turns history off
+        (nothing read or written).
+    type: int
+    default: 10
+    env:
+      - name: HYDRA_HISTORY_KEEP
+    ini:
+      - section: callback_fleet_report
+        key: history_keep
+  class_groups:
+    description:
+      - Inventory groups that define the hardware classes, in order of precedence - a host's class is the first of
+        these groups it belongs to. Hosts in none of them, and every host when this is empty, get an automatic class
+        from their hardware (GPU model and count, CPU model, memory size).
+      - In E(HYDRA_CLASS_GROUPS) and C(ansible.cfg), a comma-separated list.
+    type: list
+    elements: str
+    default: []
+    env:
+      - name: HYDRA_CLASS_GROUPS
+    ini:
+      - section: callback_fleet_report
+        key: class_groups
+  expected_versions:
+    description:
+      - YAML or JSON file of golden values that configuration drift is judged against instead of the class majority -
+        field names (C(driver_version), C(cuda_driver_version), C(vbios_version), C(kernel), C(torch_version),
+        C(nccl_version), C(nccl_env), C(persistence_mode), C(ecc_mode), C(mig_mode), C(pcie_gen), C(pcie_width),
+        C(gpu_count)) to a value or a list of accepted values, and optionally C(classes) mapping a class name to such
+        fields. See C(docs/fleet_analysis.md).
+    type: path
+    env:
+      - name: HYDRA_EXPECTED_VERSIONS
+    ini:
+      - section: callback_fleet_report
+        key: expected_versions
+  batch_global_size:
+    description:
+      - Global batch size (samples per step) to split across the profiled GPUs in proportion to their measured
+        throughput. When set, the report has a batch plan and C(batch-plan.json) and C(batch-plan.yaml) are written
+        to O(report_dir).
+    type: int
+    env:
+      - name: HYDRA_BATCH_GLOBAL_SIZE
+    ini:
+      - section: callback_fleet_report
+        key: batch_global_size
+  batch_memory_per_sample_mib:
+    description:
+      - GPU memory one sample needs, in MiB. Bounds each GPU's batch by 90 % of its memory. Unbounded when unset.
+    type: float
+    env:
+      - name: HYDRA_BATCH_MEMORY_PER_SAMPLE_MIB
+    ini:
+      - section: callback_fleet_report
+        key: batch_memory_per_sample_mib
+  batch_metric:
+    description:
+      - The per-GPU profile figure that measures throughput for the batch plan (a host-level figure of that name is
+        divided among the host's GPUs).
+    type: str
+    default: bf16_tflops
+    env:
+      - name: HYDRA_BATCH_METRIC
+    ini:
+      - section: callback_fleet_report
+        key: batch_metric
 """
 
 import datetime
 import json
 import os
 
+import yaml
+
+from ansible import constants as C
+from ansible.errors import AnsibleError
+from ansible.module_utils.common.text.converters import to_native
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError, validate as validate_batch
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import ExpectedVersionsError, parse_expected
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import terminal
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal
 
-HYDRA_ACTIONS = frozenset(["continuum.hydra.doctor"])
-REPORT_NAME = "fleet-report"
+DOCTOR = "continuum.hydra.doctor"
+PROFILE = "continuum.hydra.profile"
+ENV_SETUP = "continuum.hydra.env_setup"
+HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP])
+REPORT_NAME = formats.REPORT_NAME
+BATCH_PLAN_NAME = "batch-plan"
+NAME = "continuum.hydra.fleet_report"
 
 
 def _action_of(task):
     return getattr(task, "resolved_action", None) or task.action
 
 
+def _one_line(exc):
+    return " ".join(to_native(exc).split())
+
+
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
-    CALLBACK_NAME = "continuum.hydra.fleet_report"
+    CALLBACK_NAME = NAME
     CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self, *args, **kwargs):
@@ -62,48 +179,190 @@ class CallbackModule(CallbackBase):
         self._collector = FleetCollector()
         self._ran_hydra_task = False
         self._playbook = None
+        self._problems = []
+        self._settings = None
+
+    def set_options(self, task_keys=None, var_options=None, direct=None):
+        try:
+            super(CallbackModule, self).set_options(task_keys=task_keys, var_options=var_options, direct=direct)
+        except AnsibleError:
+            # One bad value (HYDRA_HISTORY_KEEP=ten) must not cost the report: that option falls back to its default.
+            self._plugin_options = {}
+            for name, spec in C.config.get_configuration_definitions(self.plugin_type, self._load_name).items():
+                try:
+                    self._plugin_options[name] = C.config.get_config_value(
+                        name, plugin_type=self.plugin_type, plugin_name=self._load_name, keys=task_keys, variables=var_options,
+                        direct=direct)
+                except AnsibleError as exc:
+                    self._plugin_options[name] = spec.get("default")
+                    self._problems.append("settings: %s; using the default %r" % (_one_line(exc), spec.get("default")))
+
+    def _read_settings(self):
+        """The options, checked: each bad one is a one-line problem and falls back to doing less, never to nothing."""
+        problems = self._problems
+        chosen = [str(f).strip() for f in self.get_option("formats") or []]
+        unknown = formats.unknown_formats(chosen)
+        if unknown:
+            problems.append("formats: %s unknown; accepted: %s" % (", ".join(repr(u) for u in unknown), ", ".join(formats.FORMAT_NAMES)))
+        keep = self.get_option("history_keep")
+        if keep is None or keep < 0:
+            problems.append("history_keep: %r is not a number of runs (0 or more); history is off" % (keep,))
+            keep = 0
+        expected = None
+        path = self.get_option("expected_versions")
+        if path:
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    expected = parse_expected(handle.read(), path)
+            except (OSError, IOError) as exc:
+                problems.append("expected_versions: cannot read %s: %s; drift is judged against the class majority" % (path, exc.strerror or exc))
+            except ExpectedVersionsError as exc:
+                problems.append("expected_versions: %s; drift is judged against the class majority" % exc)
+        batch = None
+        size = self.get_option("batch_global_size")
+        if size is not None:
+            memory = self.get_option("batch_memory_per_sample_mib")
+            try:
+                validate_batch(size, memory)
+                batch = {"global_batch_size": size, "memory_per_sample_mib": memory, "metric": self.get_option("batch_metric")}
+            except BatchPlanError as exc:
+                problems.append("%s; no batch plan" % exc)
+        report_dir = self.get_option("report_dir")
+        return {
+            "report_dir": report_dir,
+            "formats": [f for f in chosen if f not in unknown],
+            "history_keep": keep,
+            "history_dir": self.get_option("history_dir") or os.path.join(report_dir, "history"),
+            "class_groups": [str(g) for g in self.get_option("class_groups") or []],
+            "expected": expected,
+            "batch": batch,
+        }
+
+    def _settings_now(self):
+        if self._settings is None:
+            self._settings = self._read_settings()
+        return self._settings
 
     def v2_playbook_on_start(self, playbook):
         self._playbook = os.path.basename(playbook._file_name)
+        self._settings_now()
+        for problem in self._problems:
+            self._display.warning("%s: %s" % (NAME, problem))
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         if _action_of(task) in HYDRA_ACTIONS:
             self._ran_hydra_task = True
 
+    def _remember_groups(self, result):
+        if self._settings_now()["class_groups"]:
+            host = result._host
+            self._collector.set_groups(host.get_name(), [g.name for g in host.get_groups()])
+
     def v2_runner_on_ok(self, result):
-        if _action_of(result._task) in HYDRA_ACTIONS:
-            self._collector.add_doctor(result._host.get_name(), result._result)
+        action = _action_of(result._task)
+        if action not in HYDRA_ACTIONS:
+            return
+        host = result._host.get_name()
+        self._remember_groups(result)
+        if action == DOCTOR:
+            self._collector.add_doctor(host, result._result)
+        elif action == PROFILE:
+            summary = profile_summary(result._result)
+            if summary is not None:
+                self._collector.add_profile(host, summary)
+        elif isinstance(result._result.get("manifest"), dict):
+            self._collector.add_env_setup(host, result._result["manifest"])
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         host = result._host.get_name()
+        self._remember_groups(result)
         # doctor with fail_on still returns its full result: keep the verdict, not just "failed".
-        if _action_of(result._task) in HYDRA_ACTIONS and "checks" in result._result:
+        if _action_of(result._task) == DOCTOR and "checks" in result._result:
             self._collector.add_doctor(host, result._result)
         else:
             msg = result._result.get("msg") or result._result.get("stderr") or "task failed"
             self._collector.add_task_failed(host, "%s: %s" % (result._task.get_name(), str(msg).strip().splitlines()[0] if str(msg).strip() else msg))
 
     def v2_runner_on_unreachable(self, result):
+        self._remember_groups(result)
         self._collector.add_unreachable(result._host.get_name(), str(result._result.get("msg") or "unreachable").strip())
 
     def v2_playbook_on_stats(self, stats):
         if not self._ran_hydra_task:
             return
+        settings = self._settings_now()
         now = datetime.datetime.now(datetime.timezone.utc)
-        report = self._collector.build(now.isoformat(timespec="seconds"), self._playbook)
-        paths = self._write(report, now)
-        for text, colour in terminal.render(report, paths[:1]):
+        with cyclic_gc_paused():
+            report = self._collector.build(now.isoformat(timespec="seconds"), self._playbook)
+            options = self._analyse(report, settings)
+            if options is not None:
+                self._write_history(now, settings, options)
+            paths = self._write(report, now, settings)
+            if options is not None:
+                paths.extend(self._write_batch_plan(report, settings))
+            lines = terminal.render(report, paths)
+        for text, colour in lines:
             self._display.display(text, color=colour)
 
-    def _write(self, report, now):
-        directory = self.get_option("report_dir")
-        text = json.dumps(report, indent=1, sort_keys=True, default=str) + "\n"
-        stable = os.path.join(directory, REPORT_NAME + ".json")
-        stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%SZ")))
+    def _analyse(self, report, settings):
+        keep = settings["history_keep"]
+        options = AnalysisOptions(class_groups=settings["class_groups"], host_groups=self._collector.groups,
+                                  expected=settings["expected"], batch=settings["batch"], problems=self._problems)
+        if keep > 0:
+            options.history = history.read_snapshots(settings["history_dir"], keep - 1, options.problems)
         try:
-            write_atomic(stamped, text)
-            write_atomic(stable, text)
+            analyse(report, options)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # A bug in the analysis must not cost the report of what doctor found.
+            report.pop("analysis", None)
+            self._display.warning("%s: fleet analysis failed, the report has none: %s: %s" % (NAME, type(exc).__name__, _one_line(exc)))
+            return None
+        return options
+
+    def _write(self, report, now, settings):
+        directory = settings["report_dir"]
+        written = []
+        for name, filename, render in formats.selected(settings["formats"]):
+            path = os.path.join(directory, filename)
+            try:
+                write_atomic(path, render(report))
+                written.append(path)
+                if name == "json":
+                    stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%SZ")))
+                    write_atomic(stamped, _chunks_of(path))
+            except (OSError, IOError) as exc:
+                self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                self._display.warning("%s: cannot render %s: %s: %s" % (NAME, path, type(exc).__name__, _one_line(exc)))
+        return written
+
+    def _write_history(self, now, settings, options):
+        if options.current_snapshot is None:
+            return
+        try:
+            history.write_snapshot(settings["history_dir"], options.current_snapshot, now, settings["history_keep"])
         except (OSError, IOError) as exc:
-            self._display.warning("continuum.hydra.fleet_report: cannot write the report to %s: %s" % (directory, exc))
-            return []
-        return [stable, stamped]
+            self._display.warning("%s: cannot write the history snapshot to %s: %s" % (NAME, settings["history_dir"], exc))
+        options.current_snapshot = None  # written: not held while the formats are rendered
+
+    def _write_batch_plan(self, report, settings):
+        written = []
+        plan = report["analysis"].get("batch_plan")
+        if plan and not plan["error"]:
+            base = os.path.join(settings["report_dir"], BATCH_PLAN_NAME)
+            try:
+                write_atomic(base + ".json", json.dumps(plan, indent=1, sort_keys=True) + "\n")
+                write_atomic(base + ".yaml", yaml.safe_dump(plan, sort_keys=True, default_flow_style=False))
+                written.append(base + ".json")
+            except (OSError, IOError) as exc:
+                self._display.warning("%s: cannot write the batch plan %s: %s" % (NAME, base, exc))
+        return written
+
+
+def _chunks_of(path, size=1 << 20):
+    with open(path, encoding="utf-8") as handle:
+        while True:
+            chunk = handle.read(size)
+            if not chunk:
+                return
+            yield chunk

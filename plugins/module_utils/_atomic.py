@@ -17,13 +17,19 @@ import tempfile
 
 
 def write_atomic(path, text, mode=0o644):
-    """Write text to path via a temp file in the same directory, fsync and rename."""
+    """Write text (a string, or an iterable of strings written as they come) to path via a temp file in the
+    same directory, fsync and rename."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
+        # errors="replace": a stray surrogate in a host-supplied string must not lose the whole file
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as handle:
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                for chunk in text:
+                    handle.write(chunk)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, mode)

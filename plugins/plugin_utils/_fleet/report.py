@@ -16,12 +16,16 @@ from ansible_collections.continuum.hydra.plugins.module_utils._results import (
     ERROR, FAIL, FAILED, STATUSES, WARN, overall_status, summarize,
 )
 
-FLEET_SCHEMA_VERSION = "1.0.0"
+FLEET_SCHEMA_VERSION = "1.1.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
 
 UNREACHABLE = "unreachable"
 TASK_FAILED = "task_failed"
+# Profiled or set up, but doctor did not run: nothing says whether the host is healthy.
+UNCHECKED = "unchecked"
 HOST_STATUSES = ("healthy", "warning", "error", FAILED, UNREACHABLE, TASK_FAILED)
+# A status that only appears in totals when some host has it, so doctor runs keep their totals.
+OPTIONAL_STATUSES = (UNCHECKED,)
 
 # Actions list the worst problems first: a FAIL on one host outranks a WARN on many.
 _ACTION_RANK = {FAIL: 0, ERROR: 1, WARN: 2}
@@ -32,18 +36,38 @@ class FleetCollector(object):
 
     def __init__(self):
         self._hosts = {}
+        self.groups = {}
+
+    def _entry(self, host):
+        entry = self._hosts.get(host)
+        if entry is None:
+            entry = self._hosts[host] = {"status": UNCHECKED, "message": None, "failing_checks": [], "warning_checks": [],
+                                         "doctor": None, "profile": None, "env_setup": None, "class": None}
+        return entry
 
     def add_doctor(self, host, result):
         checks = result.get("checks") or []
+        entry = self._entry(host)
         # Recount rather than trust the summary: the report must agree with the checks it lists.
-        status = overall_status(summarize(checks))
-        self._hosts[host] = {
-            "status": status,
-            "message": None,
-            "failing_checks": [c["id"] for c in checks if c["status"] in (FAIL, ERROR)],
-            "warning_checks": [c["id"] for c in checks if c["status"] == WARN],
-            "doctor": result,
-        }
+        entry.update(status=overall_status(summarize(checks)), message=None, doctor=result,
+                     failing_checks=[c["id"] for c in checks if c["status"] in (FAIL, ERROR)],
+                     warning_checks=[c["id"] for c in checks if c["status"] == WARN])
+
+    def add_profile(self, host, summary):
+        """The host's profile summary: {figures, gpus, verdict} (see _fleet/stragglers.py)."""
+        self._entry(host)["profile"] = summary
+
+    def add_env_setup(self, host, manifest):
+        self._entry(host)["env_setup"] = manifest
+
+    def set_groups(self, host, groups):
+        self.groups[host] = sorted(groups)
+
+    def add_unchecked(self, host, message):
+        """A host doctor did not judge (its task was skipped): in the report, with the reason."""
+        entry = self._entry(host)
+        if entry["doctor"] is None:
+            entry["message"] = message
 
     def add_unreachable(self, host, message):
         self._add_problem(host, UNREACHABLE, message)
@@ -52,10 +76,10 @@ class FleetCollector(object):
         self._add_problem(host, TASK_FAILED, message)
 
     def _add_problem(self, host, status, message):
-        known = self._hosts.get(host)
-        if known and known["doctor"] is not None:
+        entry = self._entry(host)
+        if entry["doctor"] is not None:
             return  # doctor already judged this host; a later task's trouble does not erase that
-        self._hosts[host] = {"status": status, "message": message, "failing_checks": [], "warning_checks": [], "doctor": None}
+        entry.update(status=status, message=message)
 
     def __len__(self):
         return len(self._hosts)
@@ -66,6 +90,9 @@ class FleetCollector(object):
 
 def build_report(hosts, generated_at, playbook=None):
     totals = dict((status, 0) for status in HOST_STATUSES)
+    for status in OPTIONAL_STATUSES:
+        if any(entry["status"] == status for entry in hosts.values()):
+            totals[status] = 0
     check_counts = {}
     failing = {}
     actions = {}

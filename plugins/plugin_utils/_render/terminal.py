@@ -12,10 +12,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-# Colour names are Ansible's (C.COLOR_*); the callback applies them only where Ansible would colour.
-_COLOURS = {"FAIL": "red", "ERROR": "red", "WARN": "yellow", "healthy": "green", "unreachable": "red", "task_failed": "red"}
+import re
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+
+# Colour names are Ansible's (C.COLOR_*); the callback applies them only where Ansible would colour
+# (a TTY, no ANSIBLE_NOCOLOR).
+_COLOURS = {"FAIL": "red", "ERROR": "red", "WARN": "yellow", "healthy": "green", "unreachable": "red", "task_failed": "red",
+            "DRIFT": "yellow", "SLOW": "red", "PROBLEM": "red", "REPEAT": "red", "TREND": "yellow"}
 MAX_HOSTS_SHOWN = 8
 MAX_ACTIONS_SHOWN = 5
+MAX_GROUPS_SHOWN = 6
 
 
 def _gpu_names(gpus):
@@ -28,12 +35,25 @@ def _host_list(names, detail=None):
     return ", ".join(shown) + (" and %d more" % more if more > 0 else "")
 
 
+# Control characters from host names or messages (a newline, an ANSI escape) must not break or recolour the
+# terminal: they are shown escaped. The summary's own lines have none.
+_CONTROL = re.compile(u"[\x00-\x1f\x7f-\x9f]")
+
+
+def _visible(text):
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
+
+
 def render(report, paths=()):
     """Lines of (text, colour or None)."""
+    return [(_visible(text), colour) for text, colour in _lines(report, paths)]
+
+
+def _lines(report, paths):
     totals = report["totals"]
-    lines = [("", None), ("continuum.hydra fleet report: %d host%s: %d healthy, %d warning, %d failed, %d error, %d unreachable, %d task failed" % (
+    lines = [("", None), ("continuum.hydra fleet report: %d host%s: %d healthy, %d warning, %d failed, %d error, %d unreachable, %d task failed%s" % (
         totals["hosts"], "" if totals["hosts"] == 1 else "s", totals["healthy"], totals["warning"], totals["failed"], totals["error"], totals["unreachable"],
-        totals["task_failed"]), None)]
+        totals["task_failed"], ", %d unchecked" % totals["unchecked"] if totals.get("unchecked") else ""), None)]
     for status in ("unreachable", "task_failed"):
         names = [h for h, e in report["hosts"].items() if e["status"] == status]
         if names:
@@ -50,8 +70,70 @@ def render(report, paths=()):
             lines.append(("  %d. [%s] %s on %d host%s: %s" % (
                 rank, action["status"], action["check_id"], action["host_count"], "" if action["host_count"] == 1 else "s",
                 action["remediation"] or "see the check's details"), _COLOURS.get(action["status"])))
-    elif not totals["unreachable"] and not totals["task_failed"]:
+    elif not totals["unreachable"] and not totals["task_failed"] and not totals.get("unchecked"):
         lines.append(("All hosts healthy.", _COLOURS["healthy"]))
+    lines.extend(_analysis_lines(report))
     for path in paths:
         lines.append(("Report: %s" % path, None))
+    return lines
+
+
+def _grouped(lines, tag, groups):
+    """One line per group (a field, a metric), worst-known first, at most MAX_GROUPS_SHOWN."""
+    for n, (name, names, detail) in enumerate(groups):
+        if n == MAX_GROUPS_SHOWN:
+            lines.append(("  %-5s ... and %d more" % (tag, len(groups) - n), _COLOURS[tag]))
+            break
+        lines.append(("  %-5s %-28s %s" % (tag, name, _host_list(names, detail)), _COLOURS[tag]))
+
+
+def _analysis_lines(report):
+    analysis = report.get("analysis")
+    if not analysis:
+        return []
+    lines = []
+    for problem in analysis.get("problems") or []:
+        lines.append(("  PROBLEM %s" % problem, _COLOURS["PROBLEM"]))
+    classes = analysis.get("classes") or {}
+    if classes:
+        lines.append(("Fleet analysis: %d class%s%s" % (len(classes), "" if len(classes) == 1 else "es", (
+            ", %d host(s) unclassified" % len(analysis["unclassified"])) if analysis.get("unclassified") else ""), None))
+    by_field = {}
+    for host, dummy, field, value, reference, basis, dummy2 in views.drift_rows(report):
+        by_field.setdefault(field, []).append((host, "%s, class %s %s" % (value, basis, reference)))
+    _grouped(lines, "DRIFT", [(field, [h for h, dummy in found], dict(found))
+                              for field, found in sorted(by_field.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
+    stragglers = analysis.get("stragglers") or {}
+    by_metric = {}
+    for slow in stragglers.get("hosts") or []:
+        for finding in slow["metrics"]:
+            by_metric.setdefault(finding["metric"], []).append((slow["host"], views.percent_change(finding["ratio"])))
+    for slow in stragglers.get("gpus") or []:
+        for finding in slow["metrics"]:
+            by_metric.setdefault(finding["metric"], []).append(
+                ("%s GPU %s" % (slow["host"], slow["index"]), views.percent_change(finding["ratio"])))
+    _grouped(lines, "SLOW", [(metric, [name for name, dummy in found], dict(found))
+                             for metric, found in sorted(by_metric.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
+    history = analysis.get("history") or {}
+    for offender in (history.get("repeat_offenders") or [])[:MAX_HOSTS_SHOWN]:
+        what = "%s GPU %s %s" % (offender["host"], offender["index"], offender["uuid"]) if offender["kind"] == "gpu" else offender["host"]
+        lines.append(("  REPEAT %s: failed in %d of %d runs (%s)" % (
+            what, offender["runs_failed"], offender["runs"], ", ".join(offender["offences"])), _COLOURS["REPEAT"]))
+    for trend in (history.get("degrading") or [])[:MAX_HOSTS_SHOWN]:
+        what = "%s GPU %s" % (trend["host"], trend["index"]) if trend["uuid"] else trend["host"]
+        lines.append(("  TREND %s %s %s over %d runs" % (what, trend["metric"], views.percent_change(1.0 + trend["trend"]), trend["runs"]),
+                      _COLOURS["TREND"]))
+    bottleneck = analysis.get("bottleneck") or {}
+    if bottleneck.get("primary"):
+        top = bottleneck["by_bottleneck"][0]
+        lines.append(("Fleet bottleneck: %s on %d of %d profiled hosts: %s" % (
+            top["bottleneck"], top["host_count"], bottleneck["hosts_with_verdict"], top["action"]), None))
+    plan = analysis.get("batch_plan")
+    if plan:
+        if plan["error"]:
+            lines.append(("  PROBLEM batch plan: %s" % plan["error"], _COLOURS["PROBLEM"]))
+        else:
+            lines.append(("Batch plan: %d samples over %d GPUs by %s, step time %s vs uniform batches" % (
+                plan["global_batch_size"], plan["gpus_planned"], plan["metric"],
+                views.percent_change(1.0 - plan["expected_step_time_gain"])), None))
     return lines

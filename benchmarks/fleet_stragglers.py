@@ -1,0 +1,63 @@
+"""Straggler detection fidelity: 10,000 synthetic hosts in 4 hardware classes, 1 % slowed by 15-30 %.
+
+Every host has 4 host figures and 3 figures per GPU (1 to 8 GPUs), each the class reference with Gaussian
+noise of coefficient of variation CV. 1 % of the hosts are slowed: one host figure, or one figure of one
+GPU, multiplied by a factor drawn uniformly in [0.70, 0.85] (latencies divided by it). The analysis is
+the collection's own (plugins/plugin_utils/_fleet); a host counts as found when it, or one of its GPUs, is
+reported as a straggler.
+
+    .venv/bin/python benchmarks/fleet_stragglers.py [--hosts 10000] [--cv 0.02 0.03 0.05] [--seeds 3]
+Targets (issue 5): recall >= 95 %, false positives <= 0.5 % of the healthy hosts.
+"""
+
+import argparse
+import os
+import random
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "collections"))
+sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
+
+from fleet_factory import SyntheticFleet  # noqa: E402
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import analyse  # noqa: E402
+
+CLASSES = ("a100x8", "a10gx4", "t4x1", "ada4000x2")
+
+
+def trial(hosts, cv, seed):
+    fleet = SyntheticFleet(dict((c, hosts // len(CLASSES)) for c in CLASSES), seed=seed, cv=cv)
+    rng = random.Random(seed * 7919)
+    planted = set(rng.sample(sorted(fleet.hosts), hosts // 100))
+    for host in sorted(planted):
+        factor = rng.uniform(0.70, 0.85)
+        profile = fleet.hosts[host]["profile"]
+        if rng.random() < 0.5:
+            fleet.slow_host(host, factor, rng.choice(sorted(profile["figures"])))
+        else:
+            gpu = rng.randrange(len(profile["gpus"]))
+            fleet.slow_gpu(host, gpu, factor, rng.choice(sorted(profile["gpus"][gpu]["figures"])))
+    stragglers = analyse(fleet.report())["analysis"]["stragglers"]
+    found = set(s["host"] for s in stragglers["hosts"]) | set(s["host"] for s in stragglers["gpus"])
+    healthy = len(fleet.hosts) - len(planted)
+    return len(found & planted) / float(len(planted)), len(found - planted) / float(healthy), len(found - planted)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=10000)
+    parser.add_argument("--cv", type=float, nargs="+", default=[0.02, 0.03, 0.05])
+    parser.add_argument("--seeds", type=int, default=3)
+    args = parser.parse_args()
+    print("hosts %d in %d classes, %d slowed by 15-30 %% per trial, %d seeds" % (args.hosts, len(CLASSES), args.hosts // 100, args.seeds))
+    for cv in args.cv:
+        results = [trial(args.hosts, cv, seed) for seed in range(1, args.seeds + 1)]
+        recall = min(r[0] for r in results)
+        false_rate = max(r[1] for r in results)
+        print("noise CV %.0f %%: recall min %.1f %% (targets >= 95 %%), false positives max %.3f %% of healthy hosts (%d hosts; target <= 0.5 %%)" % (
+            cv * 100, recall * 100, false_rate * 100, max(r[2] for r in results)))
+
+
+if __name__ == "__main__":
+    main()

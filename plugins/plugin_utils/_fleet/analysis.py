@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Fleet analysis of a built fleet report: classes, drift, stragglers, bottleneck, batch plan, history (pure).
+
+analyse() adds ``analysis`` to the report and each host's ``class``; every part is a pure function of
+the report and the options (history snapshots are passed in, already read).
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import contextlib
+import gc
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history as history_mod
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import DEFAULT_METRIC, plan_batches
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.bottleneck import analyse_bottleneck
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.classes import classify, count_peer_groups
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import analyse_drift
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.env_drift import environment_drift
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts import host_facts
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, OPTIONAL_STATUSES
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers, gpu_records
+
+GPU_IDENTITY = ("uuid", "pci_bus_id", "memory_total_mib")
+
+
+@contextlib.contextmanager
+def cyclic_gc_paused():
+    """Pause Python's cyclic garbage collector for the end-of-play work, then restore it.
+
+    The analysis and the renderers allocate millions of small objects next to the run's host results; every
+    full collection walks all of them, so with the collector on the cost per host grows with the fleet
+    (1.7 x per host at 10,000 hosts vs 1,000 in benchmarks/fleet_analysis.py). They create no reference
+    cycles; reference counting frees everything they drop.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class AnalysisOptions(object):
+    """What the callback's settings ask of the analysis."""
+
+    def __init__(self, class_groups=(), host_groups=None, expected=None, straggler_rule=None, batch=None,
+                 history=None, history_rule=None, problems=()):
+        self.class_groups = list(class_groups or ())
+        self.host_groups = host_groups or {}
+        self.expected = expected            # parsed expected-versions file (drift.parse_expected) or None
+        self.straggler_rule = straggler_rule
+        self.batch = batch                  # {"global_batch_size", "memory_per_sample_mib", "metric"} or None
+        self.history = history              # iterable of earlier snapshots, oldest first; None: no history
+        self.history_rule = history_rule
+        self.problems = list(problems)      # one-line problems found on the way (bad settings, unreadable files)
+        self.current_snapshot = None        # set by analyse(): this run's history snapshot, for the caller to save
+
+
+def _class_summaries(classes, hosts):
+    statuses = HOST_STATUSES + OPTIONAL_STATUSES
+    for info in classes.values():
+        counts = dict((s, 0) for s in statuses)
+        for host in info["hosts"]:
+            counts[hosts[host]["status"]] += 1
+        info["status"] = dict((s, n) for s, n in counts.items() if n or s in HOST_STATUSES)
+    return classes
+
+
+def _name_profiled_gpus(entry):
+    """A profile may name its GPUs by index only; doctor's environment of the same host has their UUID (which
+    history follows) and memory (which bounds the batch plan): copy them over."""
+    known = dict((g.get("index"), g) for g in ((entry.get("doctor") or {}).get("environment") or {}).get("gpus") or []
+                 if isinstance(g, dict))
+    for gpu in gpu_records(entry.get("profile")):
+        same = known.get(gpu.get("index"))
+        for key in GPU_IDENTITY:
+            if same and gpu.get(key) is None and same.get(key) is not None:
+                gpu[key] = same[key]
+
+
+def analyse(report, options=None):
+    """Add ``analysis`` (and each host's ``class``) to the report; returns the report."""
+    options = options or AnalysisOptions()
+    hosts = report["hosts"]
+    for entry in hosts.values():
+        _name_profiled_gpus(entry)
+    facts = dict((host, host_facts(entry)) for host, entry in hosts.items())
+    host_class, classes = classify(facts, options.host_groups, options.class_groups)
+    drift = analyse_drift(facts, host_class, count_peer_groups(facts, host_class, classes), options.expected)
+    del facts  # the largest intermediate: gone before the per-metric work
+    for host, entry in hosts.items():
+        entry["class"] = host_class.get(host)
+    profiles = dict((host, entry["profile"]) for host, entry in hosts.items() if isinstance(entry.get("profile"), dict))
+    manifests = dict((host, entry["env_setup"]) for host, entry in hosts.items() if isinstance(entry.get("env_setup"), dict))
+    analysis = {
+        "classes": _class_summaries(classes, hosts),
+        "unclassified": sorted(h for h, c in host_class.items() if c is None),
+        "drift": drift,
+        # Python packages of env_setup's virtualenvs, judged against the class majority the same way.
+        "env_drift": environment_drift(manifests, dict((h, c) for h, c in host_class.items() if c)) if manifests else None,
+        "stragglers": analyse_stragglers(profiles, host_class, options.straggler_rule),
+        "bottleneck": analyse_bottleneck(profiles, host_class),
+        "batch_plan": None,
+        "history": None,
+        "problems": options.problems,  # the same list: reading the history below may add to it
+    }
+    if options.batch:
+        analysis["batch_plan"] = plan_batches(
+            profiles, dict((h, e["status"]) for h, e in hosts.items()), options.batch["global_batch_size"],
+            options.batch.get("memory_per_sample_mib"), options.batch.get("metric") or DEFAULT_METRIC,
+            generated_at=report.get("generated_at"))
+    report["analysis"] = analysis
+    if options.history is not None:
+        rule = dict(history_mod.DEFAULT_RULE, **(options.history_rule or {}))
+        fold = history_mod.HistoryFold(rule["ewma_alpha"])
+        for snap in options.history:
+            fold.add(snap)
+            del snap  # not held while the next one is read
+        options.current_snapshot = history_mod.snapshot(report)
+        fold.add(options.current_snapshot)
+        analysis["history"] = fold.result(options.current_snapshot, rule)
+    return report

@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Hardware classes: the peer groups drift and stragglers are judged in (pure).
+
+Automatic classes group hosts by GPU model x GPU count, CPU model and memory size bucket. With
+``class_groups`` the user names inventory groups instead: a host's class is the first of those
+groups it belongs to, and hosts in none of them fall back to the automatic class.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+
+HARDWARE = "hardware"
+GROUP = "group"
+GIB = 1024 ** 3
+
+# MemTotal is a little below the installed size (firmware and kernel reservations): 503 GiB is a
+# 512 GiB machine. Installed sizes are powers of two or 1.5 times one, so the nearest of those in
+# log scale names the bucket.
+MEMORY_LADDER_GIB = sorted(set([2 ** k for k in range(0, 16)] + [3 * 2 ** k for k in range(0, 15)]))
+
+
+def memory_bucket_gib(memory_bytes):
+    """Installed memory size in GiB that a MemTotal byte count stands for; None when unknown."""
+    if not memory_bytes or memory_bytes <= 0:
+        return None
+    gib = math.log(memory_bytes / float(GIB))
+    return min(MEMORY_LADDER_GIB, key=lambda size: abs(math.log(size) - gib))
+
+
+def hardware_key(facts):
+    """(gpu part, cpu part, memory part) of a host, or None when its GPUs are unknown (nvidia-smi failed)."""
+    if facts is None or facts["gpu_model"] is None:
+        return None
+    bucket = memory_bucket_gib(facts["memory_total_bytes"])
+    gpus = facts["gpu_model"] if not facts["gpu_count"] else "%dx %s" % (facts["gpu_count"], facts["gpu_model"])
+    return (gpus, facts["cpu_model"] or "unknown CPU", "%s GiB" % bucket if bucket else "unknown memory")
+
+
+def family_key(facts):
+    """The hardware key without the GPU count: the peers a host's GPU count is compared with."""
+    key = hardware_key(facts)
+    return None if key is None else (facts["gpu_model"], key[1], key[2])
+
+
+def class_name(key):
+    return " | ".join(key)
+
+
+def classify(facts_by_host, host_groups=None, class_groups=()):
+    """Each host's class and each class's description.
+
+    Returns (host_class, classes): host_class maps every host to its class name (None: unclassified,
+    no facts or unknown GPUs); classes maps a class name to its basis (hardware or group), its hardware
+    description and its sorted hosts.
+    """
+    host_groups = host_groups or {}
+    wanted = list(class_groups or ())
+    host_class = {}
+    classes = {}
+    for host in sorted(facts_by_host):
+        facts = facts_by_host[host]
+        member_of = set(host_groups.get(host) or ())
+        group = next((g for g in wanted if g in member_of), None)
+        key = hardware_key(facts)
+        if group is not None:
+            name, basis = group, GROUP
+        elif key is not None:
+            name, basis = class_name(key), HARDWARE
+        else:
+            host_class[host] = None
+            continue
+        host_class[host] = name
+        info = classes.get(name)
+        if info is None:
+            info = classes[name] = {"basis": basis, "hosts": [], "gpu_model": None, "gpu_count": None, "cpu_model": None,
+                                    "memory_gib": None}
+            if facts is not None and basis == HARDWARE:
+                info.update(gpu_model=facts["gpu_model"], gpu_count=facts["gpu_count"], cpu_model=facts["cpu_model"],
+                            memory_gib=memory_bucket_gib(facts["memory_total_bytes"]))
+        info["hosts"].append(host)
+    return host_class, dict((name, classes[name]) for name in sorted(classes))
+
+
+def count_peer_groups(facts_by_host, host_class, classes):
+    """The group each host's GPU count is judged in: its class, or for automatic classes (which split on
+    GPU count, so a host that lost a GPU would be alone) the hosts of the same GPU model, CPU and memory."""
+    peers = {}
+    for host, name in host_class.items():
+        if name is None:
+            continue
+        if classes[name]["basis"] == GROUP:
+            peers[host] = "class:" + name
+        else:
+            peers[host] = "family:" + class_name(family_key(facts_by_host[host]))
+    return peers

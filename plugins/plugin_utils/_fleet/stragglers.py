@@ -1,0 +1,146 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Stragglers: hosts and GPUs measurably slower than their class (pure).
+
+Input per host is the profile summary: ``figures`` {metric: number} and ``gpus`` [{uuid, index, name,
+figures}] (a GPU's figures may also sit on the GPU record itself). Metric names end with their unit;
+only rates and times are compared (stats.is_performance_metric), and higher is better unless the name
+is a time or latency (stats.lower_is_better). For every class and metric with at least ``min_peers``
+values:
+
+- ratio = value / class median (median / value for lower-is-better metrics): 1.0 is typical, 0.8 is 20 % slower;
+- robust z = (value - median) / (MAD / 0.6745), sign flipped for lower-is-better so negative is slower;
+  when MAD is 0 (most values identical) the mean absolute deviation x 1.2533 is the scale.
+
+A value is slow when robust z <= -3.5 and it is at least 10 % worse than the median (ratio <= 0.90), or
+when ratio < 0.75 whatever the spread. A straggler is a host (or GPU) with a slow value; the metric
+with the lowest ratio is the one that makes it slow.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread, is_performance_metric, lower_is_better, number, quantile
+
+DEFAULT_RULE = {"robust_z": -3.5, "min_shortfall": 0.10, "ratio_floor": 0.75, "min_peers": 5}
+
+
+def _performance(figures):
+    out = {}
+    for metric, raw in figures.items():
+        value = number(raw)
+        if value is not None and is_performance_metric(metric):
+            out[metric] = value
+    return out
+
+
+def host_figures(summary):
+    """A profile summary's host-level performance figures, as floats."""
+    figures = (summary or {}).get("figures")
+    return _performance(figures) if isinstance(figures, dict) else {}
+
+
+def gpu_figures(gpu):
+    """A GPU record's performance figures: its ``figures``, or the figures set on the record itself."""
+    return _performance(gpu["figures"] if isinstance(gpu.get("figures"), dict) else gpu)
+
+
+def gpu_records(summary):
+    return [g for g in (summary or {}).get("gpus") or [] if isinstance(g, dict)]
+
+
+def _distribution(values, lower_better):
+    ordered = sorted(values)
+    spread = Spread(ordered)
+    out = spread.describe()
+    out.update(min=ordered[0], max=ordered[-1], p05=quantile(ordered, 0.05), p25=quantile(ordered, 0.25),
+               p75=quantile(ordered, 0.75), p95=quantile(ordered, 0.95))
+    return spread, out
+
+
+def _score(value, spread, lower_better):
+    centre = spread.median
+    if lower_better:
+        ratio = centre / value if value > 0 else None
+    else:
+        ratio = value / centre if centre > 0 else None
+    z = spread.score(value)
+    if z is not None and lower_better:
+        z = -z
+    return ratio, z
+
+
+def _is_slow(ratio, z, rule):
+    if ratio is not None and ratio < rule["ratio_floor"]:
+        return True
+    return z is not None and z <= rule["robust_z"] and ratio is not None and ratio <= 1.0 - rule["min_shortfall"]
+
+
+def _judge(samples, rule):
+    """samples: {(class, metric): [(key, value)]} -> (distributions {metric: {class: dist}}, slow {key: [finding]})."""
+    distributions = {}
+    slow = {}
+    too_small = {}
+    for (class_name, metric), pairs in sorted(samples.items()):
+        lower_better = lower_is_better(metric)
+        if len(pairs) < rule["min_peers"]:
+            too_small.setdefault(class_name, []).append(metric)
+            continue
+        spread, dist = _distribution([v for dummy, v in pairs], lower_better)
+        entry = distributions.setdefault(metric, {"lower_is_better": lower_better, "classes": {}})
+        entry["classes"][class_name] = dist
+        for key, value in pairs:
+            ratio, z = _score(value, spread, lower_better)
+            if _is_slow(ratio, z, rule):
+                slow.setdefault(key, []).append({"metric": metric, "value": value, "median": spread.median,
+                                                 "ratio": ratio, "robust_z": z})
+    return distributions, slow, too_small
+
+
+def _worst_first(findings):
+    return sorted(findings, key=lambda f: (f["ratio"] if f["ratio"] is not None else 0.0, f["metric"]))
+
+
+def analyse_stragglers(profiles, host_class, rule=None):
+    """Slow hosts and slow GPUs, class by class. profiles: {host: profile summary}; host_class: {host: class}."""
+    rule = dict(DEFAULT_RULE, **(rule or {}))
+    host_samples, gpu_samples, gpu_info = {}, {}, {}
+    for host in sorted(profiles):
+        class_name = host_class.get(host)
+        if class_name is None:
+            continue
+        summary = profiles[host]
+        for metric, value in host_figures(summary).items():
+            host_samples.setdefault((class_name, metric), []).append((host, value))
+        for gpu in gpu_records(summary):
+            key = (host, gpu.get("uuid") or "index:%s" % gpu.get("index"))
+            gpu_info[key] = gpu
+            for metric, value in gpu_figures(gpu).items():
+                gpu_samples.setdefault((class_name, metric), []).append((key, value))
+
+    host_dist, slow_hosts, small_hosts = _judge(host_samples, rule)
+    gpu_dist, slow_gpus, small_gpus = _judge(gpu_samples, rule)
+    hosts = []
+    for host in sorted(slow_hosts):
+        findings = _worst_first(slow_hosts[host])
+        hosts.append(dict(findings[0], host=host, **{"class": host_class[host], "metrics": findings}))
+    gpus = []
+    for key in sorted(slow_gpus):
+        findings = _worst_first(slow_gpus[key])
+        gpu = gpu_info[key]
+        gpus.append(dict(findings[0], host=key[0], uuid=gpu.get("uuid"), index=gpu.get("index"), name=gpu.get("name"),
+                         metrics=findings, **{"class": host_class[key[0]]}))
+    return {
+        "rule": rule,
+        "host_metrics": host_dist,
+        "gpu_metrics": gpu_dist,
+        "hosts": hosts,
+        "gpus": gpus,
+        "too_few_peers": {"hosts": small_hosts, "gpus": small_gpus},
+    }

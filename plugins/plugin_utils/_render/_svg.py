@@ -1,0 +1,115 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Inline SVG charts of the HTML report: status by class, and each benchmark's distribution per class.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from html import escape
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+
+STATUS_COLOURS = {"healthy": "#2e7d32", "warning": "#f9a825", "unchecked": "#90a4ae", "error": "#ef6c00",
+                  "failed": "#c62828", "unreachable": "#6a1b9a", "task_failed": "#4e342e"}
+LABEL_W = 370
+BAR_W = 560
+ROW_H = 26
+# Distribution charts share one axis: the value relative to its class median, slower to the left.
+AXIS_MIN, AXIS_MAX = 0.5, 1.5
+MAX_DOTS = 60  # a class with more values is drawn as its box only (plus its stragglers)
+
+
+def _esc(text):
+    return escape("" if text is None else str(text), quote=True).replace("\r", "&#13;")
+
+
+def _label(text, y):
+    short = text if len(text) <= 48 else text[:46] + "\u2026"
+    return '<text x="%d" y="%d" class="lbl"><title>%s</title>%s</text>' % (LABEL_W - 8, y, _esc(text), _esc(short))
+
+
+def status_by_class(classes, statuses):
+    """Stacked horizontal bars: hosts of each class by status."""
+    height = ROW_H * len(classes) + 30
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="Hosts by status per class" '
+           'width="%d" height="%d" viewBox="0 0 %d %d">' % (LABEL_W + BAR_W + 60, height, LABEL_W + BAR_W + 60, height)]
+    for row, (name, info) in enumerate(classes.items()):
+        y = row * ROW_H + 4
+        total = float(len(info["hosts"])) or 1.0
+        out.append(_label(name, y + 15))
+        x = float(LABEL_W)
+        for status in statuses:
+            count = info["status"].get(status, 0)
+            if not count:
+                continue
+            width = BAR_W * count / total
+            out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" data-status="%s"><title>%s: %d %s</title></rect>' % (
+                x, y, width, ROW_H - 8, STATUS_COLOURS.get(status, "#777"), _esc(status), _esc(name), count,
+                _esc(views.status_label(status))))
+            x += width
+        out.append('<text x="%d" y="%d" class="num">%d</text>' % (LABEL_W + BAR_W + 6, y + 15, total))
+    legend_x = LABEL_W
+    for status in statuses:
+        out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="leg">%s</text>' % (
+            legend_x, height - 16, STATUS_COLOURS.get(status, "#777"), legend_x + 14, height - 7, _esc(views.status_label(status))))
+        legend_x += 18 + 7 * len(views.status_label(status))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _x(ratio):
+    clamped = min(max(ratio, AXIS_MIN), AXIS_MAX)
+    return LABEL_W + BAR_W * (clamped - AXIS_MIN) / (AXIS_MAX - AXIS_MIN)
+
+
+def _relative(value, median, lower_better):
+    if lower_better:
+        return median / value if value > 0 else AXIS_MIN
+    return value / median if median > 0 else AXIS_MAX
+
+
+def distribution(metric, entry, dots, slow, rule):
+    """One benchmark: per class a box (p25-p75), whiskers (p5-p95) and the median at 1.0, on the axis
+    value / class median; the class's values as dots when it has few, and its stragglers as red dots.
+
+    dots: {class: [(label, value)]}; slow: {class: [(host, label, value)]}.
+    """
+    lower_better = entry["lower_is_better"]
+    classes = entry["classes"]
+    height = ROW_H * len(classes) + 44
+    width = LABEL_W + BAR_W + 20
+    out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="%s by class" data-metric="%s" '
+           'width="%d" height="%d" viewBox="0 0 %d %d">' % (_esc(metric), _esc(metric), width, height, width, height)]
+    for ratio, css in ((rule["ratio_floor"], "floor"), (1.0 - rule["min_shortfall"], "shortfall"), (1.0, "median")):
+        out.append('<line x1="%.1f" x2="%.1f" y1="0" y2="%d" class="%s"/>' % (_x(ratio), _x(ratio), height - 30, css))
+    for row, (name, dist) in enumerate(classes.items()):
+        y = row * ROW_H + 4
+        mid = y + (ROW_H - 8) / 2.0
+        median = dist["median"]
+        # For a lower-is-better metric the 95th percentile is the slow end: sorting puts it on the left.
+        low05, low25, high75, high95 = sorted(_relative(dist[k], median, lower_better) for k in ("p05", "p25", "p75", "p95"))
+        out.append(_label(name, y + 15))
+        out.append('<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" class="whisker"/>' % (_x(low05), _x(high95), mid, mid))
+        out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" class="box"><title>%s, %s: median %s, n=%d</title></rect>' % (
+            _x(low25), y, max(_x(high75) - _x(low25), 1.0), ROW_H - 8, _esc(name), _esc(metric), _esc(views.number(median)), dist["n"]))
+        for label, value in dots.get(name, ()):
+            out.append('<circle cx="%.1f" cy="%.1f" r="2.5" class="dot"><title>%s: %s</title></circle>' % (
+                _x(_relative(value, median, lower_better)), mid, _esc(label), _esc(views.number(value))))
+        for host, label, value in slow.get(name, ()):
+            ratio = _relative(value, median, lower_better)
+            out.append('<circle cx="%.1f" cy="%.1f" r="4.5" class="straggler" data-host="%s"><title>%s: %s (%s)</title></circle>' % (
+                _x(ratio), mid, _esc(host), _esc(label), _esc(views.number(value)), _esc(views.percent_change(ratio))))
+    axis_y = height - 24
+    out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" class="axis"/>' % (LABEL_W, LABEL_W + BAR_W, axis_y, axis_y))
+    for tick in (0.5, 0.75, 1.0, 1.25, 1.5):
+        out.append('<text x="%.1f" y="%d" class="tick">%s</text>' % (_x(tick), axis_y + 14, "%.2g\u00d7" % tick))
+    out.append('<text x="%d" y="%d" class="lbl">value / class median, left is slower</text>' % (LABEL_W - 30, axis_y + 14))
+    out.append("</svg>")
+    return "".join(out)

@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The fleet summary an AWX / Automation Controller workflow branches on, as ansible.builtin.set_stats data.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+
+STATS_KEY = "hydra_fleet"
+
+
+def set_stats_data(report):
+    """{"hydra_fleet": {...}}: counts, failing and warning hosts, failing checks; stragglers and drift when analysed."""
+    hosts = report["hosts"]
+    failing_checks = {}
+    for check_id, entries in report["failing"].items():
+        failing_checks[check_id] = len(entries)
+    data = {
+        "generated_at": report["generated_at"],
+        "totals": dict(report["totals"]),
+        "failing_hosts": sorted(h for h, e in hosts.items() if e["status"] in views.PROBLEM_STATUSES),
+        "warning_hosts": sorted(h for h, e in hosts.items() if e["status"] == "warning"),
+        "failing_checks": failing_checks,
+    }
+    data["ok"] = not data["failing_hosts"]
+    analysis = report.get("analysis")
+    if analysis:
+        data["straggler_hosts"] = sorted(views.straggler_hosts(report))
+        data["drift_hosts"] = sorted(views.drift_hosts(report))
+        data["bottleneck"] = (analysis.get("bottleneck") or {}).get("primary")
+    return {STATS_KEY: data}

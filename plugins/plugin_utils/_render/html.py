@@ -1,0 +1,244 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The fleet report as one self-contained HTML page: inline CSS and SVG, no script, no external asset.
+
+A Content-Security-Policy of default-src 'none' makes the browser refuse any fetch, so the page works
+offline and a hostile string that slipped through could not load anything. Every string from the fleet
+is escaped with html.escape (quotes included, for attributes).
+
+Sections: totals, status by class (SVG), benchmark distributions per class with stragglers marked
+(SVG), failing checks by host, actions, drift, stragglers, bottleneck, history, batch plan, every host.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from html import escape
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import gpu_figures, gpu_records, host_figures
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _svg
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+
+CSS = """
+body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 24px 48px;color:#1d2327}
+h1{font-size:22px;margin:20px 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:6px 0 12px}th,td{border:1px solid #ddd;padding:3px 8px;text-align:left;vertical-align:top}
+th{background:#f4f6f8}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.tiles{display:flex;gap:10px;flex-wrap:wrap}.tile{padding:8px 14px;border-radius:6px;color:#fff;min-width:90px}
+.tile b{display:block;font-size:22px}.problem{background:#fff3e0;border-left:4px solid #ef6c00;padding:6px 10px}
+.s-healthy{background:#2e7d32}.s-warning{background:#f9a825}.s-error{background:#ef6c00}.s-failed{background:#c62828}
+.s-unreachable{background:#6a1b9a}.s-task_failed{background:#4e342e}.s-unchecked{background:#90a4ae}.s-hosts{background:#37474f}
+tr.straggler td:first-child{border-left:4px solid #c62828}tr.drift td:first-child{box-shadow:inset 4px 0 #f9a825}
+.tag{display:inline-block;padding:0 6px;border-radius:4px;color:#fff;font-size:12px}
+svg.chart{display:block;margin:4px 0 14px}svg .lbl{font-size:12px;text-anchor:end}svg .num,svg .leg,svg .tick{font-size:11px}
+svg .tick{text-anchor:middle}svg .box{fill:#90caf9;stroke:#1565c0}svg .whisker,svg .axis{stroke:#555}
+svg .median{stroke:#1565c0;stroke-dasharray:3 3}svg .floor{stroke:#c62828;stroke-dasharray:2 4}
+svg .shortfall{stroke:#ef6c00;stroke-dasharray:2 4}svg .dot{fill:#546e7a;fill-opacity:.6}
+svg .straggler{fill:#c62828;stroke:#fff}
+"""
+
+
+def esc(value):
+    # A raw CR would be folded into LF by the HTML parser; as a character reference it survives.
+    return escape("-" if value is None else str(value), quote=True).replace("\r", "&#13;")
+
+
+def _table(header, rows, table_id=None):
+    yield '<table%s><thead><tr>%s</tr></thead><tbody>\n' % (
+        ' id="%s"' % table_id if table_id else "", "".join("<th>%s</th>" % esc(h) for h in header))
+    for attrs, cells in rows:
+        yield "<tr%s>%s</tr>\n" % (attrs, "".join(cells))
+    yield "</tbody></table>\n"
+
+
+def _td(value, numeric=False):
+    return '<td class="n">%s</td>' % esc(value) if numeric else "<td>%s</td>" % esc(value)
+
+
+def _tag(status):
+    return '<span class="tag s-%s">%s</span>' % (esc(status), esc(views.status_label(status)))
+
+
+def _benchmark_samples(report, stragglers):
+    """Per (scope, metric, class): the values as dots for small classes, and the stragglers' values."""
+    dots, slow = {}, {}
+    for slow_host in stragglers.get("hosts") or []:
+        for finding in slow_host["metrics"]:
+            slow.setdefault(("host", finding["metric"], slow_host["class"]), []).append(
+                (slow_host["host"], slow_host["host"], finding["value"]))
+    for slow_gpu in stragglers.get("gpus") or []:
+        for finding in slow_gpu["metrics"]:
+            slow.setdefault(("gpu", finding["metric"], slow_gpu["class"]), []).append(
+                (slow_gpu["host"], "%s GPU %s" % (slow_gpu["host"], slow_gpu["index"]), finding["value"]))
+    small = {}
+    for scope, key in (("host", "host_metrics"), ("gpu", "gpu_metrics")):
+        for metric, entry in (stragglers.get(key) or {}).items():
+            for class_name, dist in entry["classes"].items():
+                if dist["n"] <= _svg.MAX_DOTS:
+                    small[(scope, metric, class_name)] = []
+    if small:
+        for host, entry in report["hosts"].items():
+            for metric, value in host_figures(entry.get("profile")).items():
+                bucket = small.get(("host", metric, entry.get("class")))
+                if bucket is not None:
+                    bucket.append((host, value))
+            for gpu in gpu_records(entry.get("profile")):
+                for metric, value in gpu_figures(gpu).items():
+                    bucket = small.get(("gpu", metric, entry.get("class")))
+                    if bucket is not None:
+                        bucket.append(("%s GPU %s" % (host, gpu.get("index")), value))
+    for key, values in small.items():
+        dots[key] = values
+    return dots, slow
+
+
+def _charts(report, analysis):
+    classes = analysis.get("classes") or {}
+    statuses = [s for s in views.STATUS_ORDER if s in report["totals"]]
+    if classes:
+        yield '<section id="classes"><h2>Status by class</h2>\n'
+        yield _svg.status_by_class(classes, statuses)
+        yield "</section>\n"
+    stragglers = analysis.get("stragglers") or {}
+    metrics = [("host", m, e) for m, e in sorted((stragglers.get("host_metrics") or {}).items())] + \
+              [("gpu", m, e) for m, e in sorted((stragglers.get("gpu_metrics") or {}).items())]
+    if not metrics:
+        return
+    dots, slow = _benchmark_samples(report, stragglers)
+    yield '<section id="benchmarks"><h2>Benchmarks by class</h2>\n'
+    yield ("<p>Each row is a class: the box spans the middle half of its values, the whiskers 5 %% to 95 %%, the dashed "
+           "line is the class median; red dots are stragglers (slower than %.2f&#215; the median, or a robust z of %s or less "
+           "and at least %.0f %% slower).</p>\n" % (stragglers["rule"]["ratio_floor"], esc(stragglers["rule"]["robust_z"]),
+                                                    stragglers["rule"]["min_shortfall"] * 100))
+    for scope, metric, entry in metrics:
+        yield "<h3>%s (%s)</h3>\n" % (esc(metric), "per GPU" if scope == "gpu" else "per host")
+        yield _svg.distribution(metric, entry, dict((c, dots.get((scope, metric, c), [])) for c in entry["classes"]),
+                                dict((c, slow.get((scope, metric, c), [])) for c in entry["classes"]), stragglers["rule"])
+    yield "</section>\n"
+
+
+def render(report):
+    """The HTML page in pieces."""
+    totals = report["totals"]
+    analysis = views.analysis(report)
+    yield ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+           '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">'
+           '<meta name="viewport" content="width=device-width, initial-scale=1">'
+           "<title>continuum.hydra fleet report %s</title><style>%s</style></head><body>\n" % (esc(report["generated_at"]), CSS))
+    yield "<h1>continuum.hydra fleet report</h1><p>%s &#183; playbook %s</p>\n" % (esc(report["generated_at"]), esc(report.get("playbook")))
+    yield '<section id="totals" class="tiles"><div class="tile s-hosts"><b>%d</b>hosts</div>' % totals["hosts"]
+    for status in views.STATUS_ORDER:
+        if status in totals:
+            yield '<div class="tile s-%s" data-status="%s"><b>%d</b>%s</div>' % (status, status, totals[status], esc(views.status_label(status)))
+    yield "</section>\n"
+    for problem in analysis.get("problems") or []:
+        yield '<p class="problem">%s</p>\n' % esc(problem)
+    yield from _charts(report, analysis)
+
+    yield '<section id="failing"><h2>Failing checks by host</h2>\n'
+    rows = []
+    for host, status, checks in views.failing_by_host(report):
+        for check_id, check_status, message, gpus in checks:
+            cells = [_td(host), "<td>%s</td>" % _tag(status), _td(check_id), _td(check_status), _td(message),
+                     _td(", ".join(gpus) if gpus else None)]
+            rows.append((' data-host="%s"' % esc(host), cells))
+    if rows:
+        yield from _table(["host", "host status", "check", "status", "message", "GPUs"], rows, "failing-table")
+    else:
+        yield "<p>No failing checks.</p>\n"
+    if report["actions"]:
+        yield "<h3>Actions</h3>\n"
+        yield from _table(["#", "status", "check", "hosts", "remediation"], (
+            ("", [_td(n, True), _td(a["status"]), _td(a["check_id"]), _td(a["host_count"], True),
+                  _td(a["remediation"] or "see the check's details")]) for n, a in enumerate(report["actions"], 1)))
+    yield "</section>\n"
+
+    yield '<section id="drift"><h2>Configuration drift</h2>\n'
+    drift = views.drift_rows(report)
+    if drift:
+        yield from _table(["host", "class", "field", "value", "expected", "basis", "GPUs"], (
+            (' data-host="%s"' % esc(h), [_td(h), _td(c), _td(f), _td(v), _td(r), _td(b), _td(", ".join(g) if g else None)])
+            for h, c, f, v, r, b, g in drift), "drift-table")
+    else:
+        yield "<p>No drift.</p>\n"
+    for split in (analysis.get("drift") or {}).get("splits") or []:
+        yield '<p class="problem">No majority for %s in %s: %s</p>\n' % (
+            esc(split["field"]), esc(split["group"]), esc(", ".join("%s on %d hosts" % kv for kv in sorted(split["values"].items()))))
+    yield "</section>\n"
+
+    yield '<section id="stragglers"><h2>Stragglers</h2>\n'
+    stragglers = views.straggler_rows(report)
+    if stragglers:
+        yield from _table(["host", "GPU", "class", "metric", "value", "class median", "vs median"], (
+            (' class="straggler" data-host="%s"' % esc(h), [_td(h), _td(g or None), _td(c), _td(m), _td(views.number(v), True),
+                                                            _td(views.number(med), True), _td(ch, True)])
+            for h, g, c, m, v, med, ch in stragglers), "straggler-table")
+    else:
+        yield "<p>No stragglers.</p>\n"
+    yield "</section>\n"
+
+    yield from _bottleneck_history_plan(analysis)
+
+    slow_hosts = views.straggler_hosts(report)
+    drifting = views.drift_hosts(report)
+    yield '<section id="hosts"><h2>All hosts</h2>\n'
+    rows = []
+    for host, entry in views.host_rows(report):
+        css = " ".join(c for c, on in (("straggler", host in slow_hosts), ("drift", host in drifting)) if on)
+        rows.append((' data-host="%s" data-status="%s"%s' % (esc(host), esc(entry["status"]), ' class="%s"' % css if css else ""),
+                     [_td(host), "<td>%s</td>" % _tag(entry["status"]), _td(entry.get("class")),
+                      _td(", ".join(entry["failing_checks"]) or None), _td(", ".join(entry["warning_checks"]) or None),
+                      _td(entry.get("message"))]))
+    yield from _table(["host", "status", "class", "failing checks", "warnings", "message"], rows, "host-table")
+    yield "</section>\n</body></html>\n"
+
+
+def _bottleneck_history_plan(analysis):
+    bottleneck = analysis.get("bottleneck") or {}
+    if bottleneck.get("primary"):
+        yield '<section id="bottleneck"><h2>Fleet bottleneck</h2><p><b>%s</b> limits %d of %d profiled hosts.</p>\n' % (
+            esc(bottleneck["primary"]), bottleneck["by_bottleneck"][0]["host_count"], bottleneck["hosts_with_verdict"])
+        yield from _table(["#", "action", "bottlenecks", "hosts"], (
+            ("", [_td(n, True), _td(a["action"]), _td(", ".join(a["bottlenecks"])), _td(a["host_count"], True)])
+            for n, a in enumerate(bottleneck["actions"], 1)))
+        yield "</section>\n"
+    history = analysis.get("history") or {}
+    if history:
+        yield '<section id="history"><h2>History (%d runs)</h2>\n' % history["runs"]
+        if history["repeat_offenders"]:
+            yield "<h3>Repeat offenders</h3>\n"
+            yield from _table(["host", "GPU", "failed in runs", "offences", "failing now"], (
+                (' class="offender" data-host="%s"' % esc(o["host"]),
+                 [_td(o["host"]), _td("GPU %s %s" % (o["index"], o["uuid"]) if o["kind"] == "gpu" else None),
+                  _td("%d of %d" % (o["runs_failed"], o["runs"])), _td(", ".join(o["offences"])),
+                  _td("yes" if o["failing_now"] else "no")]) for o in history["repeat_offenders"]), "offender-table")
+        if history["degrading"]:
+            yield "<h3>Degrading</h3>\n"
+            yield from _table(["host", "GPU", "metric", "trend", "EWMA", "runs"], (
+                (' data-host="%s"' % esc(d["host"]),
+                 [_td(d["host"]), _td("GPU %s %s" % (d["index"], d["uuid"]) if d["uuid"] else None), _td(d["metric"]),
+                  _td(views.percent_change(1.0 + d["trend"]), True), _td(views.number(d["ewma"]), True), _td(d["runs"], True)])
+                for d in history["degrading"]), "degrading-table")
+        if not history["repeat_offenders"] and not history["degrading"]:
+            yield "<p>No repeat offenders, no degrading trends.</p>\n"
+        yield "</section>\n"
+    plan = analysis.get("batch_plan")
+    if plan:
+        yield '<section id="batch-plan"><h2>Batch plan</h2>\n'
+        if plan["error"]:
+            yield '<p class="problem">%s</p>\n' % esc(plan["error"])
+        else:
+            yield "<p>Global batch %d over %d GPUs by %s: expected step time %s vs uniform batches.</p>\n" % (
+                plan["global_batch_size"], plan["gpus_planned"], esc(plan["metric"]),
+                esc(views.percent_change(1.0 - plan["expected_step_time_gain"])))
+            yield from _table(["host", "batch", "per GPU"], (
+                (' data-host="%s"' % esc(host), [_td(host), _td(entry["batch_size"], True),
+                                                 _td(" ".join(str(g["batch_size"]) for g in entry["gpus"]))])
+                for host, entry in sorted(plan["hosts"].items())))
+        yield "</section>\n"

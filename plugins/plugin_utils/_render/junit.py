@@ -1,0 +1,141 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The fleet report as JUnit XML, for CI tools (Jenkins, GitLab, AWX notifications): schemas/junit.xsd.
+
+One <testsuite> per host, one <testcase> per host x check (classname = host, name = check id):
+FAIL is a <failure>, ERROR an <error>, SKIP <skipped>, WARN passes with the warning in <system-out>.
+A host that never ran doctor (unreachable, task failed) has one testcase "host.reachable" that is an
+<error>. Analysed hosts also get "fleet.drift" and "fleet.stragglers" testcases (a <failure> when the
+host drifts from its class or is slower than it).
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import functools
+import re
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+
+# Characters XML 1.0 cannot carry at all (even escaped): replaced, so the file always parses.
+_NOT_XML = re.compile(u"[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_ATTR = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
+_ATTR_RE = re.compile(r'[&<>"\n\r\t]')
+_TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_TEXT_RE = re.compile(r"[&<>]")
+
+
+def attr(value):
+    return _attr("" if value is None else str(value))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # host names and check ids repeat on every test case
+def _attr(text):
+    return _ATTR_RE.sub(lambda m: _ATTR[m.group(0)], _NOT_XML.sub(u"\ufffd", text))
+
+
+def text(value):
+    body = _NOT_XML.sub(u"\ufffd", "" if value is None else str(value))
+    return _TEXT_RE.sub(lambda m: _TEXT[m.group(0)], body)
+
+
+def _seconds(ms):
+    return "%.3f" % (ms / 1000.0) if isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms >= 0 else "0.000"
+
+
+def _case(host, name, outcome=None, message=None, body=None, duration_ms=None):
+    """One <testcase>: outcome is None (pass), "failure", "error", "skipped" or "warning"."""
+    head = '  <testcase classname="%s" name="%s" time="%s"' % (attr(host), attr(name), _seconds(duration_ms))
+    if outcome is None:
+        return head + "/>\n"
+    if outcome == "skipped":
+        return head + '>\n    <skipped message="%s"/>\n  </testcase>\n' % attr(message)
+    if outcome == "warning":
+        return head + ">\n    <system-out>WARN: %s</system-out>\n  </testcase>\n" % text(message)
+    return head + '>\n    <%s type="%s" message="%s">%s</%s>\n  </testcase>\n' % (
+        outcome, "FAIL" if outcome == "failure" else "ERROR", attr(message), text(body or message), outcome)
+
+
+_OUTCOME = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped", "WARN": "warning", "PASS": None}
+
+
+def _host_cases(host, entry, drift_items, slow):
+    doctor = entry.get("doctor")
+    if doctor is None and entry["status"] in ("unreachable", "task_failed"):
+        yield "error", (host, "host.reachable", "error", entry.get("message") or entry["status"])
+    for chk in (doctor or {}).get("checks") or []:
+        outcome = _OUTCOME.get(chk.get("status"), "error")
+        body = chk.get("message")
+        gpus = (chk.get("details") or {}).get("gpus") or []
+        if outcome in ("failure", "error") and gpus:
+            body = "%s\n%s" % (body, "\n".join(views.gpu_label(g) for g in gpus if isinstance(g, dict)))
+        if outcome in ("failure", "error") and chk.get("remediation"):
+            body = "%s\nremediation: %s" % (body, chk["remediation"])
+        yield outcome, (host, chk.get("id"), outcome, chk.get("message"), body, chk.get("duration_ms"))
+    if entry.get("class") is None:
+        return
+    if drift_items is not None:
+        if drift_items:
+            lines = ["%s: %s, class %s %s" % (r[2], r[3], r[5], r[4]) for r in drift_items]
+            yield "failure", (host, "fleet.drift", "failure", "%d field(s) drift from the class: %s" % (
+                len(lines), ", ".join(r[2] for r in drift_items)), "\n".join(lines))
+        else:
+            yield None, (host, "fleet.drift")
+    if slow is not None:
+        if slow:
+            yield "failure", (host, "fleet.stragglers", "failure", "slower than the class: %s" % ", ".join(
+                "%s %s %s" % (s[1] or "host", s[3], s[6]) for s in slow), "\n".join(
+                "%s %s: %s vs class median %s (%s)" % (s[1] or "host", s[3], views.number(s[4]), views.number(s[5]), s[6])
+                for s in slow))
+        else:
+            yield None, (host, "fleet.stragglers")
+
+
+def render(report):
+    """JUnit XML in pieces: a first pass counts (the root element carries the totals), the second writes."""
+    analysis = views.analysis(report)
+    drift_by_host = {}
+    for row in views.drift_rows(report):
+        drift_by_host.setdefault(row[0], []).append(row)
+    slow_by_host = {}
+    for row in views.straggler_rows(report):
+        slow_by_host.setdefault(row[0], []).append(row)
+
+    def cases(host):
+        entry = report["hosts"][host]
+        drift = drift_by_host.get(host, []) if "drift" in analysis else None
+        slow = slow_by_host.get(host, []) if entry.get("profile") and "stragglers" in analysis else None
+        return _host_cases(host, entry, drift, slow)
+
+    totals = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
+    for host in report["hosts"]:
+        for outcome, dummy in cases(host):
+            totals["tests"] += 1
+            if outcome in totals:
+                totals[outcome] += 1
+    yield '<?xml version="1.0" encoding="UTF-8"?>\n'
+    yield '<testsuites name="continuum.hydra fleet report" tests="%d" failures="%d" errors="%d" skipped="%d" timestamp="%s">\n' % (
+        totals["tests"], totals["failure"], totals["error"], totals["skipped"], attr(report["generated_at"]))
+    for host in sorted(report["hosts"]):
+        entry = report["hosts"][host]
+        counts = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
+        body = []
+        for outcome, args in cases(host):
+            counts["tests"] += 1
+            if outcome in counts:
+                counts[outcome] += 1
+            body.append(_case(*args))
+        properties = [("status", entry["status"]), ("class", entry.get("class"))]
+        yield ('<testsuite name="%s" hostname="%s" tests="%d" failures="%d" errors="%d" skipped="%d" timestamp="%s">\n'
+               "  <properties>%s</properties>\n%s</testsuite>\n" % (
+                   attr(host), attr(host), counts["tests"], counts["failure"], counts["error"], counts["skipped"],
+                   attr(report["generated_at"]),
+                   "".join('<property name="%s" value="%s"/>' % (attr(k), attr(v)) for k, v in properties if v is not None),
+                   "".join(body)))
+    yield "</testsuites>\n"

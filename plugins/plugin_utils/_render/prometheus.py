@@ -1,0 +1,172 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The fleet report as a Prometheus textfile, for node_exporter's textfile collector.
+
+Gauges only, no timestamps (the textfile collector refuses them). Label values are escaped as the
+text format requires (backslash, double quote, line feed). Per-check results are sparse: a series
+exists for each WARN/FAIL/ERROR only; hydra_host_checks has every host's counts per status.
+docs/grafana/hydra-fleet.json is a dashboard over these metrics.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import functools
+import math
+
+from ansible_collections.continuum.hydra.plugins.module_utils._results import STATUSES
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import gpu_figures, gpu_records, host_figures
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+
+PREFIX = "hydra_"
+
+
+_ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n"}
+
+
+def label_value(value):
+    return _escaped("" if value is None else str(value))
+
+
+@functools.lru_cache(maxsize=1 << 16)  # host names, classes and metric names repeat on every line
+def _escaped(text):
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return text.translate(_ESCAPES)
+
+
+def sample_value(value):
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return "%d" % value
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(float(value))
+
+
+def _sample(name, labels, value):
+    if labels:
+        return "%s%s{%s} %s\n" % (PREFIX, name, ",".join('%s="%s"' % (k, label_value(v)) for k, v in labels), sample_value(value))
+    return "%s%s %s\n" % (PREFIX, name, sample_value(value))
+
+
+def _family(name, help_text, samples):
+    """The HELP and TYPE lines, then the samples: (labels, value) pairs."""
+    yield "# HELP %s%s %s\n# TYPE %s%s gauge\n" % (PREFIX, name, help_text, PREFIX, name)
+    batch = []
+    for labels, value in samples:
+        batch.append(_sample(name, labels, value))
+        if len(batch) == 1000:  # fewer, larger writes
+            yield "".join(batch)
+            batch = []
+    yield "".join(batch)
+
+
+def _timestamp(generated_at):
+    try:
+        return datetime.datetime.fromisoformat(generated_at).timestamp()
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def _host_statuses(report, statuses):
+    for host, entry in sorted(report["hosts"].items()):
+        for status in statuses:
+            yield [("host", host), ("class", entry.get("class") or ""), ("status", status)], int(entry["status"] == status)
+
+
+def _host_checks(report):
+    for host, entry in sorted(report["hosts"].items()):
+        doctor = entry.get("doctor")
+        if doctor is None:
+            continue
+        counts = dict((s, 0) for s in STATUSES)
+        for chk in doctor.get("checks") or []:
+            if chk.get("status") in counts:
+                counts[chk["status"]] += 1
+        for status in STATUSES:
+            yield [("host", host), ("status", status)], counts[status]
+
+
+def _check_problems(report):
+    for host, entry in sorted(report["hosts"].items()):
+        for chk in (entry.get("doctor") or {}).get("checks") or []:
+            if chk.get("status") in ("WARN", "FAIL", "ERROR"):
+                yield [("host", host), ("check", chk.get("id")), ("status", chk["status"])], 1
+
+
+def _benchmarks(report, gpus):
+    for host, entry in sorted(report["hosts"].items()):
+        klass = entry.get("class") or ""
+        if not gpus:
+            for metric, value in sorted(host_figures(entry.get("profile")).items()):
+                yield [("host", host), ("class", klass), ("metric", metric)], value
+            continue
+        for gpu in gpu_records(entry.get("profile")):
+            for metric, value in sorted(gpu_figures(gpu).items()):
+                yield [("host", host), ("class", klass), ("gpu_index", gpu.get("index")), ("gpu_uuid", gpu.get("uuid") or ""),
+                       ("metric", metric)], value
+
+
+def _stragglers(analysis):
+    stragglers = analysis.get("stragglers") or {}
+    for slow in stragglers.get("hosts") or []:
+        for finding in slow["metrics"]:
+            yield [("host", slow["host"]), ("class", slow["class"]), ("gpu_index", ""), ("gpu_uuid", ""),
+                   ("metric", finding["metric"])], finding["ratio"] if finding["ratio"] is not None else 0.0
+    for slow in stragglers.get("gpus") or []:
+        for finding in slow["metrics"]:
+            yield [("host", slow["host"]), ("class", slow["class"]), ("gpu_index", slow["index"]), ("gpu_uuid", slow["uuid"]),
+                   ("metric", finding["metric"])], finding["ratio"] if finding["ratio"] is not None else 0.0
+
+
+def render(report):
+    """The textfile in pieces."""
+    analysis = views.analysis(report)
+    totals = report["totals"]
+    statuses = [s for s in HOST_STATUSES + ("unchecked",) if s in totals]
+    families = [
+        ("fleet_report_timestamp_seconds", "When the fleet report was generated (Unix time).",
+         [([], _timestamp(report["generated_at"]))]),
+        ("fleet_hosts", "Hosts in the fleet report by status.", [([("status", s)], totals[s]) for s in statuses]),
+        ("host_status", "1 for the host's status in the fleet report, 0 for the others.", _host_statuses(report, statuses)),
+        ("host_checks", "Number of doctor checks of the host with each status.", _host_checks(report)),
+        ("check_hosts", "Number of hosts with each status for a doctor check.",
+         (([("check", cid), ("status", s)], n) for cid, counts in sorted(report["checks"].items()) for s, n in sorted(counts.items()))),
+        ("host_check_problem", "1 for each doctor check of a host that is WARN, FAIL or ERROR.", _check_problems(report)),
+        ("benchmark_value", "Host benchmark figure from the profile (unit in the metric name).", _benchmarks(report, False)),
+        ("gpu_benchmark_value", "GPU benchmark figure from the profile (unit in the metric name).", _benchmarks(report, True)),
+        ("straggler_ratio", "Straggler's figure relative to its class median (1 = typical, lower = slower).", _stragglers(analysis)),
+        ("host_drift", "1 for each configuration field where the host differs from its class majority or the expected value.",
+         (([("host", h), ("class", c), ("field", f), ("value", v), ("expected", r)], 1) for h, c, f, v, r, dummy, dummy2
+          in views.drift_rows(report))),
+    ]
+    history = analysis.get("history") or {}
+    if history:
+        families.append(("repeat_offender_runs", "Runs of the retained history in which this GPU or host failed.",
+                         (([("host", o["host"]), ("gpu_uuid", o["uuid"] or ""), ("gpu_index", "" if o["index"] is None else o["index"])],
+                           o["runs_failed"]) for o in history["repeat_offenders"])))
+    bottleneck = analysis.get("bottleneck") or {}
+    if bottleneck.get("by_bottleneck"):
+        families.append(("bottleneck_hosts", "Hosts whose profile verdict names this primary bottleneck.",
+                         (([("bottleneck", g["bottleneck"])], g["host_count"]) for g in bottleneck["by_bottleneck"])))
+    plan = analysis.get("batch_plan") or {}
+    if plan and not plan.get("error"):
+        families.append(("batch_plan_expected_speedup", "Expected step-time speedup of the batch plan over uniform batches.",
+                         [([], plan["expected_speedup"])]))
+        families.append(("batch_plan_gpu_batch_size", "Per-GPU batch size in the batch plan.",
+                         (([("host", host), ("gpu_index", g["index"]), ("gpu_uuid", g["uuid"])], g["batch_size"])
+                          for host, entry in sorted(plan["hosts"].items()) for g in entry["gpus"])))
+    for name, help_text, samples in families:
+        yield from _family(name, help_text, samples)
