@@ -74,7 +74,7 @@ def run(only=None, exclude=None, expect=None, timeouts=None, deterministic=False
     summary = _results.summarize(checks)
     result = {
         "schema_version": _results.SCHEMA_VERSION,
-        "environment": environment(envelopes["host"], envelopes["nvidia_smi"]),
+        "environment": environment(envelopes),
         "checks": checks,
         "summary": summary,
         "overall_status": _results.overall_status(summary),
@@ -85,19 +85,31 @@ def run(only=None, exclude=None, expect=None, timeouts=None, deterministic=False
     return make_deterministic(result) if deterministic else result
 
 
-def environment(host_envelope, smi_envelope):
-    env = dict(host_envelope["data"] or {})
+def environment(envelopes):
+    """Host facts, and per GPU the identity and configuration fleet drift compares across hosts."""
+    env = dict(envelopes["host"]["data"] or {})
     env["timestamp_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     env["hydra_version"] = HYDRA_VERSION
-    smi = smi_envelope["data"] or {}
+    smi = envelopes["nvidia_smi"]["data"] or {}
     env["driver_version"] = smi.get("driver_version")
     env["cuda_driver_version"] = smi.get("cuda_version")
-    env["gpus"] = [
-        {"index": g.get("index"), "pci_bus_id": g.get("pci_bus_id"), "uuid": g.get("uuid"), "name": g.get("name"),
-         "driver_version": smi.get("driver_version"), "vbios_version": g.get("vbios_version")}
-        for g in smi.get("gpus", [])
-    ]
+    env["gpus"] = [_gpu_facts(g, smi.get("driver_version")) for g in smi.get("gpus", [])]
+    torch = (envelopes.get("torch") or {}).get("data") or {}
+    env["torch_version"] = torch.get("version")
+    env["nccl_version"] = torch.get("nccl_version")
     return env
+
+
+def _gpu_facts(gpu, driver_version):
+    def nested(section, key):
+        return (gpu.get(section) or {}).get(key)
+    return {
+        "index": gpu.get("index"), "pci_bus_id": gpu.get("pci_bus_id"), "uuid": gpu.get("uuid"), "name": gpu.get("name"),
+        "driver_version": driver_version, "vbios_version": gpu.get("vbios_version"),
+        "persistence_mode": gpu.get("persistence_mode"), "ecc_mode": nested("ecc", "current"),
+        "mig_mode": nested("mig", "current"), "pcie_gen_max": nested("pcie", "gen_max"),
+        "pcie_width_max": nested("pcie", "width_max"), "memory_total_mib": nested("memory", "total_mib"),
+    }
 
 
 def make_deterministic(result):

@@ -114,13 +114,19 @@ schema_version:
   type: str
   sample: 1.1.0
 environment:
-  description: Host facts, with every GPU named by index, PCI bus id, UUID, model, driver and VBIOS.
+  description:
+    - Host facts (hostname, OS, kernel, CPU, memory, Python, container / WSL / VM, NCCL settings, torch and NCCL
+      versions when the torch probe ran).
+    - Every GPU named by index, PCI bus id, UUID, model, driver and VBIOS, with the configuration fleet drift
+      compares (persistence, ECC and MIG mode, PCIe maximum generation and width, memory).
   returned: unless O(list_checks)
   type: dict
   sample: {"hostname": "gpu-node-01", "os": "Debian GNU/Linux 12 (bookworm)", "kernel": "6.1.0-18-amd64",
            "driver_version": "535.54.03", "gpus": [{"index": 0, "pci_bus_id": "00000000:01:00.0",
            "uuid": "GPU-513536b6-7d19-9063-b049-1e69664bb298", "name": "NVIDIA A100-SXM4-80GB",
-           "driver_version": "535.54.03", "vbios_version": "92.00.36.00.02"}]}
+           "driver_version": "535.54.03", "vbios_version": "92.00.36.00.02",
+           "persistence_mode": "Enabled", "ecc_mode": "Enabled", "mig_mode": "Disabled", "pcie_gen_max": 4,
+           "pcie_width_max": 16, "memory_total_mib": 81920}]}
 checks:
   description:
     - One record per check run, in catalogue order (by id with O(deterministic)).

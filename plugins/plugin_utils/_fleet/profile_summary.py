@@ -49,8 +49,10 @@ def profile_summary(result):
     gpus = []
     for entry in gpu_bench.get("gpus") or []:
         telemetry = entry.get("telemetry") or {}
+        static = static_gpus.get(entry.get("index")) or {}
+        # uuid follows a GPU across hosts and runs (history); memory bounds its share of a batch plan.
         row = {"index": entry.get("index"), "name": entry.get("name"), "status": entry.get("status"),
-               "sku": (static_gpus.get(entry.get("index")) or {}).get("sku")}
+               "sku": static.get("sku"), "uuid": static.get("uuid"), "memory_total_mib": static.get("memory_total_mib")}
         row.update((key, entry.get(key)) for key in GPU_FIGURES)
         row["throttle_reasons"] = telemetry.get("throttle_reasons") or []
         row["temperature_max_c"] = telemetry.get("temperature_max_c")

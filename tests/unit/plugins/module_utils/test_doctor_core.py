@@ -170,3 +170,18 @@ def test_version_constant_matches_galaxy():
     from helpers import REPO
     with open(os.path.join(REPO, "galaxy.yml")) as handle:
         assert yaml.safe_load(handle)["version"] == _doctor.HYDRA_VERSION
+
+
+def test_environment_names_each_gpu_with_the_configuration_drift_compares():
+    from helpers import read_fixture
+    from ansible_collections.continuum.hydra.plugins.module_utils._probes import nvidia_smi
+    smi = nvidia_smi.parse_nvidia_smi(read_fixture("nvidia-smi", "a100-sxm4-v12.xml"))
+    table = _probe_table(nvidia_smi=lambda options: smi, torch=lambda options: {"installed": True, "version": "2.13.0", "nccl_version": "2.21.5"})
+    env = _doctor.run(only=["pytorch.installed"], probes=table)["environment"]
+    assert env["driver_version"] == "535.54.03" and env["cuda_driver_version"] == "12.2"
+    assert env["torch_version"] == "2.13.0" and env["nccl_version"] == "2.21.5"
+    assert env["gpus"] == [{
+        "index": 0, "pci_bus_id": "00000000:01:00.0", "uuid": "GPU-513536b6-7d19-9063-b049-1e69664bb298",
+        "name": "NVIDIA A100-SXM4-80GB", "driver_version": "535.54.03", "vbios_version": "92.00.36.00.02",
+        "persistence_mode": "Disabled", "ecc_mode": "Enabled", "mig_mode": "Enabled", "pcie_gen_max": 4,
+        "pcie_width_max": 16, "memory_total_mib": 81920}]

@@ -31,7 +31,7 @@ def test_gpu_figures_spread_over_measured_gpus_only():
         {"index": 2, "name": "NVIDIA H100 80GB HBM3", "status": "error", "message": "timed out", "bf16_tflops": None},
     ]
     result = {"schema_version": "1.0.0", "benchmarks": {"gpu_sustained": {"status": "error", "gpus": gpus}},
-              "static_profile": {"gpus": [{"index": 1, "sku": "h100_sxm"}]},
+              "static_profile": {"gpus": [{"index": 1, "sku": "h100_sxm", "uuid": "GPU-1", "memory_total_mib": 81559}]},
               "analysis": {"primary_bottleneck": "gpu_thermal", "secondary_bottleneck": None, "confidence": 0.95,
                            "reasons": ["a", "b", "c", "d"]},
               "remediation": {"priority": "high", "actions": [{"title": "Fix GPU cooling"}]}}
@@ -43,6 +43,7 @@ def test_gpu_figures_spread_over_measured_gpus_only():
     assert (figures["gpu_count"], figures["gpu_measured"]) == (3, 2)
     assert figures["gpu_throttle_reasons"] == ["hw_thermal_slowdown"] and figures["gpu_temperature_max_c"] == 92.0
     assert [(g["index"], g["status"], g["sku"]) for g in row["gpus"]] == [(0, "ok", None), (1, "ok", "h100_sxm"), (2, "error", None)]
+    assert [(g["uuid"], g["memory_total_mib"]) for g in row["gpus"]] == [(None, None), ("GPU-1", 81559), (None, None)]
     assert row["verdict"] == {"primary_bottleneck": "gpu_thermal", "secondary_bottleneck": None, "confidence": 0.95,
                               "priority": "high", "reasons": ["a", "b", "c"], "actions": ["Fix GPU cooling"]}
 
