@@ -2,8 +2,8 @@
 
 Hosts are built from real recordings: each class's GPU is a GPU of a recorded `nvidia-smi -q -x`
 (tests/fixtures/nvidia-smi) parsed by the collection's own parser, replicated to the class's GPU count
-with fresh UUIDs; the environment is what doctor's `_doctor.environment()` makes of it, plus the per-GPU
-modes (persistence, ECC, MIG, PCIe link, memory) read from the same parsed record. Anomalies are planted
+with fresh UUIDs; the environment is what doctor's `_doctor.environment()` makes of it (per-GPU modes,
+PCIe link and memory included). Anomalies are planted
 by editing a copy of a host's result, never by writing a result from scratch.
 """
 
@@ -59,19 +59,10 @@ def _gpu_record(smi_gpu, index, rng):
 
 
 def environment(host, smi, gpus, cpu_model, memory_bytes, kernel="6.1.0-18-amd64"):
-    """doctor's environment for this host, from the real assembly function, plus per-GPU modes."""
+    """doctor's environment for this host, from the real assembly function."""
     host_data = {"hostname": host, "os": "Debian GNU/Linux 12 (bookworm)", "kernel": kernel, "cpu_model": cpu_model,
                  "logical_cpus": 128, "memory_total_bytes": memory_bytes, "nccl_settings": {}}
-    smi_data = dict(smi, gpus=gpus)
-    env = _doctor.environment({"data": host_data}, {"data": smi_data})
-    for record, gpu in zip(env["gpus"], gpus):
-        record.setdefault("persistence_mode", gpu["persistence_mode"])
-        record.setdefault("ecc_mode", gpu["ecc"]["current"])
-        record.setdefault("mig_mode", gpu["mig"]["current"])
-        record.setdefault("pcie_gen_max", gpu["pcie"]["gen_max"])
-        record.setdefault("pcie_width_max", gpu["pcie"]["width_max"])
-        record.setdefault("memory_total_mib", gpu["memory"]["total_mib"])
-    return env
+    return _doctor.environment({"host": {"data": host_data}, "nvidia_smi": {"data": dict(smi, gpus=gpus)}})
 
 
 def check(check_id, status="PASS", gpus=None, details=None, remediation=None):
