@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlparse
 
 from ansible.module_utils.urls import SSLValidationError, open_url
 
+from ansible_collections.continuum.hydra.plugins.module_utils import _atomic
 from ansible_collections.continuum.hydra.plugins.module_utils import _env_setup as logic
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup import EnvSetupError
 from ansible_collections.continuum.hydra.plugins.module_utils._probes._command import ProbeAbsent, ProbeError, run
@@ -382,22 +383,8 @@ def _read_json(path):
 
 
 def write_atomic(path, text):
-    """Write via a temporary file in the same directory and a rename: readers see the old or the new file."""
-    directory = os.path.dirname(path)
+    """The shared atomic write, with a failure as a one-line EnvSetupError naming the file."""
     try:
-        handle, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+        _atomic.write_atomic(path, text)
     except OSError as exc:
-        raise EnvSetupError("cannot write %s (base_dir): %s" % (path, exc.strerror or exc))
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
-    except OSError as exc:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
         raise EnvSetupError("cannot write %s (base_dir): %s" % (path, exc.strerror or exc))

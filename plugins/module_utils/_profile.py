@@ -37,10 +37,14 @@ from ansible_collections.continuum.hydra.plugins.module_utils._bench._stats impo
 from ansible_collections.continuum.hydra.plugins.module_utils._bench.runlog import RunLog
 from ansible_collections.continuum.hydra.plugins.module_utils._checks import _registry
 from ansible_collections.continuum.hydra.plugins.module_utils._checks import catalogue as _doctor_checks  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.continuum.hydra.plugins.module_utils import _doctor
 from ansible_collections.continuum.hydra.plugins.module_utils import _host_analysis
 from ansible_collections.continuum.hydra.plugins.module_utils._probes import _command
 from ansible_collections.continuum.hydra.plugins.module_utils._probes import catalogue as probe_catalogue
-from ansible_collections.continuum.hydra.plugins.module_utils._probes.host import detect_container, parse_os_release
+from ansible_collections.continuum.hydra.plugins.module_utils._probes import host as host_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._probes import system as system_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._probes.gpu import _nvidia_smi as nvidia_smi_binary
+from ansible_collections.continuum.hydra.plugins.module_utils._probes.system import _unescape_mount_field
 
 # The profile result's own schema (continuum-hydra's profile JSON), distinct from doctor's.
 PROFILE_SCHEMA_VERSION = "1.0.0"
@@ -54,7 +58,9 @@ OPTION_KINDS = {
     "gpu": {"warmup_s": "number", "duration_s": "number", "matrix_n": "int", "transfer_mib": "int", "device_copy_mib": "int",
             "repeats": "int", "timeout_s": "number"},
 }
-DEFAULT_TIMEOUTS = {"nvidia_smi": 30, "torch": 120, "command": 10}
+# nvidia_smi and command come from doctor's defaults; torch stays profile's own (its inventory budget is longer than
+# doctor's torch probe), and doctor's kernel_log is not a profile option.
+DEFAULT_TIMEOUTS = dict([(name, _doctor.DEFAULT_TIMEOUTS[name]) for name in ("nvidia_smi", "command")], torch=120)
 # Headline figures of each benchmark for benchmark_results: (key, unit).
 HEADLINES = {
     "cpu_sustained": (("single_thread_gflops", "GFLOP/s"), ("all_cores_gflops", "GFLOP/s")),
@@ -102,18 +108,6 @@ def parse_cpuinfo(text):
     return {"model": model, "vendor": vendor, "flags": flags}
 
 
-def parse_cpu_list(text):
-    """ "0-3,8,10-11" -> [0, 1, 2, 3, 8, 10, 11]."""
-    cpus = []
-    for part in (text or "").strip().split(","):
-        if "-" in part:
-            low, high = part.split("-", 1)
-            cpus.extend(range(int(low), int(high) + 1))
-        elif part:
-            cpus.append(int(part))
-    return cpus
-
-
 def parse_meminfo(text):
     """/proc/meminfo (or a node's meminfo) -> {key: kB value}."""
     values = {}
@@ -142,7 +136,12 @@ def cpu_profile(root, notes):
         if package is not None and core is not None:
             packages.add(package.strip())
             cores.add((package.strip(), core.strip()))
-    logical = len(parse_cpu_list(_read(root, "/sys/devices/system/cpu/online"))) or len(cpu_dirs) or None
+    try:
+        online = system_probes.parse_cpulist(_read(root, "/sys/devices/system/cpu/online") or "")
+    except _command.ProbeError as exc:
+        notes.append("/sys/devices/system/cpu/online: %s" % exc)
+        online = []
+    logical = len(online) or len(cpu_dirs) or None
     governors = sorted(set(text.strip() for text in (
         _read(cpu_dir, "cpufreq/scaling_governor") for cpu_dir in cpu_dirs) if text))
     if not governors:
@@ -187,19 +186,23 @@ def memory_profile(root, notes):
     }
 
 
-def _unescape(value):
-    """/proc/mounts writes spaces and tabs in paths as octal escapes (\\040)."""
-    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), value)
-
-
 def parse_mounts(text):
-    """/proc/mounts -> [{device, mount, fs_type}]."""
-    mounts = []
-    for line in (text or "").splitlines():
-        parts = line.split()
-        if len(parts) >= 3:
-            mounts.append({"device": _unescape(parts[0]), "mount": _unescape(parts[1]), "fs_type": parts[2]})
-    return mounts
+    """/proc/mounts -> [{device, mount, fs_type}]: doctor's parser, in the profile's shape.
+
+    Raises ProbeError naming a line that is not in the kernel's format.
+    """
+    # The source field is octal-escaped like the mount point (an NFS export path with a space).
+    return [{"device": _unescape_mount_field(mount["source"]), "mount": mount["mount_point"], "fs_type": mount["fstype"]}
+            for mount in system_probes.parse_proc_mounts(text or "")]
+
+
+def read_mounts(root, notes):
+    """The mounts of /proc/mounts under root; [] (and a note) when it cannot be parsed."""
+    try:
+        return parse_mounts(_read(root, "/proc/mounts"))
+    except _command.ProbeError as exc:
+        notes.append(str(exc))
+        return []
 
 
 def mount_for(path, mounts):
@@ -242,7 +245,7 @@ def describe_mount(root, mount):
 
 
 def storage_profile(root, notes):
-    mounts = parse_mounts(_read(root, "/proc/mounts"))
+    mounts = read_mounts(root, notes)
     if not mounts:
         notes.append("/proc/mounts unreadable: no storage profile")
     kept = [m for m in mounts if m["mount"] == "/" or m["device"].startswith("/dev/") or m["fs_type"] in NETWORK_FILE_SYSTEMS]
@@ -266,10 +269,9 @@ def storage_profile(root, notes):
 
 
 def os_profile(root, notes):
-    release = parse_os_release(_read(root, "/etc/os-release"))
+    release = host_probes.parse_os_release(_read(root, "/etc/os-release"))
     if not release:
         notes.append("/etc/os-release unreadable")
-    flags = parse_cpuinfo(_read(root, "/proc/cpuinfo"))["flags"]
     vendor = (_read(root, "/sys/class/dmi/id/sys_vendor") or "").strip() or None
     product = (_read(root, "/sys/class/dmi/id/product_name") or "").strip() or None
     kernel = platform.release()
@@ -277,8 +279,8 @@ def os_profile(root, notes):
         "name": release.get("PRETTY_NAME") or platform.system(),
         "version": release.get("VERSION_ID") or release.get("VERSION"),
         "kernel": kernel,
-        "container": detect_container(_read(root, "/proc/1/cgroup"), root=root),
-        "vm": "hypervisor" in flags,
+        "container": host_probes.detect_container(_read(root, "/proc/1/cgroup"), root=root),
+        "vm": host_probes.parse_cpuinfo(_read(root, "/proc/cpuinfo"))["hypervisor"],
         "hypervisor_hint": " ".join(part for part in (vendor, product) if part) or None,
         "wsl": "microsoft" in kernel.lower(),
     }
@@ -369,23 +371,15 @@ def gpu_profile(options, notes, probes=None):
         return [], None, None
     data = envelope["data"] or {}
     topology = None
-    binary = options.get("nvidia_smi_path") or _command.find_binary("nvidia-smi")
-    if binary:
-        try:
-            rc, out, err = _command.run([binary, "topo", "-m"], options["timeouts"]["nvidia_smi"])
-            if rc == 0:
-                topology = parse_topology(out)
-            else:
-                notes.append("nvidia-smi topo -m exited with rc %s: %s" % (rc, (err or out).strip().splitlines()[:1]))
-        except (_command.ProbeError, _command.ProbeAbsent) as exc:
-            notes.append("nvidia-smi topo -m: %s" % exc)
+    try:
+        rc, out, err = _command.run([nvidia_smi_binary(options), "topo", "-m"], options["timeouts"]["nvidia_smi"])
+        if rc == 0:
+            topology = parse_topology(out)
+        else:
+            notes.append("nvidia-smi topo -m exited with rc %s: %s" % (rc, (err or out).strip().splitlines()[:1]))
+    except (_command.ProbeError, _command.ProbeAbsent) as exc:
+        notes.append("nvidia-smi topo -m: %s" % exc)
     return [static_gpu(gpu) for gpu in data.get("gpus", [])], data.get("driver_version"), topology
-
-
-def parse_ib_rate(text):
-    """ "200 Gb/sec (4X HDR)" -> 200.0."""
-    match = re.match(r"\s*([\d.]+)\s*Gb/sec", text or "")
-    return float(match.group(1)) if match else None
 
 
 def _int_or_none(text):
@@ -394,6 +388,20 @@ def _int_or_none(text):
     except ValueError:
         return None
     return value if value >= 0 else None  # speed reads -1 on a link that is down
+
+
+def infiniband_ports(root, notes):
+    """doctor's InfiniBand probe, in the profile's shape; a port tree it cannot read becomes a note."""
+    try:
+        found = system_probes.probe_infiniband({}, root=root)["ports"]
+    except _command.ProbeAbsent:
+        return []
+    except _command.ProbeError as exc:
+        notes.append("InfiniBand: %s" % exc)
+        return []
+    keys = ("device", "port", "rate_gbps", "rate", "state", "link_layer")
+    # The probe reads an empty file as ""; the profile has always said None.
+    return [dict((key, None if port[key] == "" else port[key]) for key in keys) for port in found]
 
 
 def network_profile(root, notes):
@@ -409,17 +417,7 @@ def network_profile(root, notes):
             "operstate": (_read(net_dir, "operstate") or "").strip() or None,
             "virtual": not os.path.exists(os.path.join(net_dir, "device")),
         })
-    ports = []
-    for port_dir in sorted(glob.glob(os.path.join(root, "sys/class/infiniband/*/ports/*"))):
-        state = (_read(port_dir, "state") or "").strip()
-        ports.append({
-            "device": port_dir.split(os.sep)[-3],
-            "port": int(os.path.basename(port_dir)) if os.path.basename(port_dir).isdigit() else os.path.basename(port_dir),
-            "rate_gbps": parse_ib_rate(_read(port_dir, "rate")),
-            "rate": (_read(port_dir, "rate") or "").strip() or None,
-            "state": state.split(":", 1)[-1].strip() or None,
-            "link_layer": (_read(port_dir, "link_layer") or "").strip() or None,
-        })
+    ports = infiniband_ports(root, notes)
     if not nics:
         notes.append("no network interface besides lo in /sys/class/net")
     return {"nics": nics, "infiniband": ports}
@@ -537,7 +535,7 @@ def _run_one(name, opts, context, progress):
         directory = opts.get("directory") or tempfile.gettempdir()
         result = disk_bench.run_disk(directory, file_size_mib=opts.get("file_size_mib", 256), warmup_s=opts["warmup_s"],
                                      duration_s=opts["duration_s"], timeout_s=opts.get("timeout_s"), progress=progress)
-        mount = mount_for(os.path.realpath(directory), parse_mounts(_read(context["root"], "/proc/mounts"))) or {}
+        mount = mount_for(os.path.realpath(directory), read_mounts(context["root"], result["notes"])) or {}
         result["filesystem_type"] = mount.get("fs_type")
         result["device"] = mount.get("device")
         result["rotational"] = block_device_rotational(context["root"], mount.get("device"))

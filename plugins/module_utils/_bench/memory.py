@@ -34,6 +34,7 @@ import time
 from ansible_collections.continuum.hydra.plugins.module_utils._bench._stats import (
     FALLBACK, OK, BenchError, cv, mean, outcome, rounded)
 from ansible_collections.continuum.hydra.plugins.module_utils._bench.cpu import usable_cpus
+from ansible_collections.continuum.hydra.plugins.module_utils._probes.host import _read_or_none, parse_meminfo_kib
 
 MIB = 1024 * 1024
 TRIAD_SCALAR = 3.0
@@ -76,14 +77,8 @@ def last_level_cache_bytes(root="/"):
 
 
 def available_memory_bytes(root="/"):
-    try:
-        with open(os.path.join(root, "proc/meminfo")) as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    kib = parse_meminfo_kib(_read_or_none(os.path.join(root, "proc/meminfo")), "MemAvailable")
+    return kib * 1024 if kib is not None else None
 
 
 def choose_array_bytes(llc_bytes, available_bytes, requested_bytes=None):

@@ -30,6 +30,8 @@ import threading
 import time
 
 from ansible_collections.continuum.hydra.plugins.module_utils._bench._stats import mean, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._probes._command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._probes.gpu import _nvidia_smi as nvidia_smi_binary
 
 # NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
 THROTTLE_BITS = (
@@ -398,8 +400,11 @@ def pick_gpu_source(on_row, interval_s, nvidia_smi_path=None, nvml=None):
             return source, notes
         except Exception as exc:  # pylint: disable=broad-exception-caught
             notes.append("NVML is unusable (%s): GPU telemetry falls back to nvidia-smi" % exc)
-    binary = nvidia_smi_path or shutil.which("nvidia-smi")
-    if binary and os.access(binary, os.X_OK):
+    try:
+        binary = nvidia_smi_binary({"nvidia_smi_path": nvidia_smi_path})
+    except (ProbeAbsent, ProbeError):
+        binary = None
+    if binary:
         source = SmiSource(binary, interval_s, on_row)
         try:
             source.open()

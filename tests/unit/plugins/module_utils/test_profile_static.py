@@ -65,6 +65,7 @@ def host(tmp_path):
     write(root, "/sys/class/net/lo/mtu", "65536\n")
     write(root, "/sys/class/infiniband/mlx5_0/ports/1/rate", "400 Gb/sec (4X NDR)\n")
     write(root, "/sys/class/infiniband/mlx5_0/ports/1/state", "4: ACTIVE\n")
+    write(root, "/sys/class/infiniband/mlx5_0/ports/1/phys_state", "5: LinkUp\n")
     write(root, "/sys/class/infiniband/mlx5_0/ports/1/link_layer", "InfiniBand\n")
     return str(root)
 
@@ -107,6 +108,22 @@ def test_network_profile(host):
     ]
     assert network["infiniband"] == [{"device": "mlx5_0", "port": 1, "rate_gbps": 400.0, "rate": "400 Gb/sec (4X NDR)",
                                       "state": "ACTIVE", "link_layer": "InfiniBand"}]
+
+
+def test_unreadable_sysfs_and_proc_become_notes(host):
+    """Doctor's parsers reject garbage; the profile turns that into a note naming the file, never a crash."""
+    write(host, "/sys/devices/system/cpu/online", "0-3,x\n")
+    write(host, "/proc/mounts", "/dev/nvme0n1p2 / ext4 rw 0 0\nbroken line\n")
+    write(host, "/sys/class/infiniband/mlx5_0/ports/1/state", "ACTIVE\n")
+    notes = []
+    assert _profile.cpu_profile(host, notes)["cores_logical"] == 8  # counted from the cpu<N> directories instead
+    storage = _profile.storage_profile(host, notes)
+    assert storage["mounts"] == [] and storage["root_mount"] is None
+    assert _profile.network_profile(host, notes)["infiniband"] == []
+    assert notes == ["/sys/devices/system/cpu/online: cpulist '0-3,x' is not a list of CPU ranges",
+                     "/proc/mounts line 2 is not in the kernel's format: 'broken line'",
+                     "/proc/mounts unreadable: no storage profile",
+                     "InfiniBand: %s/sys/class/infiniband/mlx5_0/ports/1/state: 'ACTIVE' is not 'N: STATE'" % host]
 
 
 def test_os_profile(host):
