@@ -13,7 +13,10 @@ def _link_collection():
     link = os.path.join(COLLECTIONS, "ansible_collections", "continuum", "hydra")
     if not os.path.exists(link):
         os.makedirs(os.path.dirname(link), exist_ok=True)
-        os.symlink(REPO, link)
+        try:
+            os.symlink(REPO, link)
+        except FileExistsError:
+            pass  # another pytest-xdist worker made it first
 
 
 _link_collection()

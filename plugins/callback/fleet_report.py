@@ -140,6 +140,7 @@ import yaml
 from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_native
+from ansible.playbook.block import Block
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
@@ -160,6 +161,17 @@ BATCH_PLAN_NAME = "batch-plan"
 NAME = "continuum.hydra.fleet_report"
 
 
+def _runs_hydra(tasks):
+    """Whether a play's own task list (blocks included) has a continuum.hydra task."""
+    for item in tasks:
+        if isinstance(item, Block):
+            if _runs_hydra(item.block + item.rescue + item.always):
+                return True
+        elif _action_of(item) in HYDRA_ACTIONS:
+            return True
+    return False
+
+
 def _action_of(task):
     return getattr(task, "resolved_action", None) or task.action
 
@@ -178,6 +190,7 @@ class CallbackModule(CallbackBase):
         super(CallbackModule, self).__init__(*args, **kwargs)
         self._collector = FleetCollector()
         self._ran_hydra_task = False
+        self._play_runs_hydra = False
         self._playbook = None
         self._problems = []
         self._settings = None
@@ -249,6 +262,9 @@ class CallbackModule(CallbackBase):
         for problem in self._problems:
             self._display.warning("%s: %s" % (NAME, problem))
 
+    def v2_playbook_on_play_start(self, play):
+        self._play_runs_hydra = _runs_hydra(play.pre_tasks + play.tasks + play.post_tasks)
+
     def v2_playbook_on_task_start(self, task, is_conditional):
         if _action_of(task) in HYDRA_ACTIONS:
             self._ran_hydra_task = True
@@ -273,7 +289,13 @@ class CallbackModule(CallbackBase):
         elif isinstance(result._result.get("manifest"), dict):
             self._collector.add_env_setup(host, result._result["manifest"])
 
+    def _concerns_fleet(self, result):
+        # A failure in a play that checks no host (a SLURM controller play, say) is not a host's verdict.
+        return self._play_runs_hydra or _action_of(result._task) in HYDRA_ACTIONS
+
     def v2_runner_on_failed(self, result, ignore_errors=False):
+        if not self._concerns_fleet(result):
+            return
         host = result._host.get_name()
         self._remember_groups(result)
         # doctor with fail_on still returns its full result: keep the verdict, not just "failed".
@@ -284,6 +306,8 @@ class CallbackModule(CallbackBase):
             self._collector.add_task_failed(host, "%s: %s" % (result._task.get_name(), str(msg).strip().splitlines()[0] if str(msg).strip() else msg))
 
     def v2_runner_on_unreachable(self, result):
+        if not self._concerns_fleet(result):
+            return
         self._remember_groups(result)
         self._collector.add_unreachable(result._host.get_name(), str(result._result.get("msg") or "unreachable").strip())
 
@@ -328,7 +352,7 @@ class CallbackModule(CallbackBase):
                 write_atomic(path, render(report))
                 written.append(path)
                 if name == "json":
-                    stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%SZ")))
+                    stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%S.%fZ")))
                     write_atomic(stamped, _chunks_of(path))
             except (OSError, IOError) as exc:
                 self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))

@@ -94,9 +94,12 @@ def from_fleet_report_host(entry):
     status = entry.get("status")
     if status == "task_failed":
         return _outcome("error", "doctor task failed: %s" % (entry.get("message") or "no message"))
+    if status == "unchecked":
+        # Profiled but never judged by doctor: nothing to drain or resume it on.
+        return _outcome("unknown", entry.get("message") or "doctor did not check this host")
     if status not in HOST_STATUSES + ("unreachable",):
         raise AnsibleFilterError("doctor_outcomes: fleet report host status %r is not one of %s"
-                                 % (status, ", ".join(HOST_STATUSES + ("unreachable", "task_failed"))))
+                                 % (status, ", ".join(HOST_STATUSES + ("unreachable", "task_failed", "unchecked"))))
     return _outcome(status, entry.get("message") or "doctor: %s" % status,
                     failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [])
 

@@ -29,6 +29,15 @@ def plant(xml, *edits):
 
 
 PERSISTENCE_ON = (r"<persistence_mode>Disabled</persistence_mode>", "<persistence_mode>Enabled</persistence_mode>", 1)
+# Three uncorrectable DRAM errors since the driver loaded, on the first GPU of the recording.
+UNCORRECTABLE_ECC = (
+    r"(<volatile>\s*<sram_correctable>0</sram_correctable>\s*<sram_uncorrectable>0</sram_uncorrectable>\s*"
+    r"<dram_correctable>0</dram_correctable>\s*<dram_uncorrectable>)0(</dram_uncorrectable>)", r"\g<1>3\2", 1)
+
+# Checks that read the real machine's /sys, NVML or kernel module rather than nvidia-smi: the fake
+# nvidia-smi cannot stand in for them, so simulated fleets select the GPU checks and leave these out.
+GPU_ONLY = ["gpu", "driver.nvidia_smi", "driver.version"]
+MACHINE_BOUND = ["gpu.nvml_available", "gpu.nvml_devices"]
 
 
 def write_host_bin(root, host, xml=None, kernel_log="", hang=False):
@@ -66,14 +75,14 @@ def host_vars(bindir, **extra):
     return values
 
 
-def run_playbook(inventory, report_dir, extra_vars=None, timeout=300):
+def run_playbook(inventory, report_dir, extra_vars=None, timeout=300, playbook=PLAYBOOK):
     inv_path = os.path.join(report_dir, "inventory.yml")
     with open(inv_path, "w") as handle:
         yaml.safe_dump(inventory, handle)
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), HYDRA_REPORT_DIR=report_dir,
                ANSIBLE_NOCOLOR="1", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
-    argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inv_path, PLAYBOOK]
+    argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inv_path, playbook]
     for key, value in (extra_vars or {}).items():
         argv += ["-e", json.dumps({key: value})]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False)

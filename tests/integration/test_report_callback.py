@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from fleet import PERSISTENCE_ON, fixture, host_vars, plant, run_playbook, write_host_bin
+from fleet import GPU_ONLY, MACHINE_BOUND, PERSISTENCE_ON, UNCORRECTABLE_ECC, fixture, host_vars, plant, run_playbook, write_host_bin
 from helpers import REPO
 
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
@@ -21,11 +21,7 @@ from hostile_fleet import schema_validator  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-GPU_ONLY = ["gpu", "driver.nvidia_smi", "driver.version"]
-MACHINE_BOUND = ["gpu.nvml_available", "gpu.nvml_devices"]
 HOSTILE = 'gpu<&>"x'
-ECC_UNCORRECTABLE = (r"(<volatile>\s*<sram_correctable>0</sram_correctable>\s*<sram_uncorrectable>0</sram_uncorrectable>\s*"
-                     r"<dram_correctable>0</dram_correctable>\s*<dram_uncorrectable>)0(</dram_uncorrectable>)", r"\g<1>3\2", 1)
 NEW_DRIVER = (r"<driver_version>535.54.03</driver_version>", "<driver_version>550.54.15</driver_version>", 1)
 EXPECTED = """# golden values for every class, and per class
 cuda_driver_version: "12.2"
@@ -42,7 +38,7 @@ def _inventory(root):
         "a100-1": host_vars(write_host_bin(root, "a100-1", plant(a100, PERSISTENCE_ON))),
         "a100-2": host_vars(write_host_bin(root, "a100-2", plant(a100, PERSISTENCE_ON))),
         "a100-3": host_vars(write_host_bin(root, "a100-3", plant(a100, PERSISTENCE_ON, NEW_DRIVER))),
-        "a100-4": host_vars(write_host_bin(root, "a100-4", plant(a100, PERSISTENCE_ON, ECC_UNCORRECTABLE))),
+        "a100-4": host_vars(write_host_bin(root, "a100-4", plant(a100, PERSISTENCE_ON, UNCORRECTABLE_ECC))),
         HOSTILE: host_vars(write_host_bin(root, "hostile", plant(a100, PERSISTENCE_ON))),
         "t4-1": host_vars(write_host_bin(root, "t4-1", plant(t4, PERSISTENCE_ON))),
         "unreachable": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1,

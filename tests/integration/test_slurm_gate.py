@@ -18,7 +18,7 @@ import sys
 import pytest
 import yaml
 
-from fleet import fixture, host_vars, plant, write_host_bin
+from fleet import UNCORRECTABLE_ECC, fixture, host_vars, plant, write_host_bin
 from helpers import REPO
 
 pytestmark = pytest.mark.integration
@@ -30,9 +30,6 @@ HOSTS = {"gpu-a": "node1", "gpu-b": "node2", "gpu-c": "node3", "gpu-d": "node4"}
 # The gate's decision needs one check that reads only nvidia-smi: the outcome is then set by the fixture alone,
 # whatever this machine's disks, kernel log or Python stack look like.
 DOCTOR_ONLY = ["gpu.ecc_errors"]
-UNCORRECTABLE_ECC = (
-    r"(<volatile>\s*<sram_correctable>0</sram_correctable>\s*<sram_uncorrectable>0</sram_uncorrectable>\s*"
-    r"<dram_correctable>0</dram_correctable>\s*<dram_uncorrectable>)0(</dram_uncorrectable>)", r"\g<1>3\2", 1)
 
 
 def _slurm_installed():

@@ -550,13 +550,15 @@ def mig_mode(probes, expect):
 def ecc_errors(probes, expect):
     """Reads each GPU's volatile (since driver load) and aggregate (lifetime) ECC counters, DRAM and SRAM.
 
-    FAIL when any uncorrectable error is counted, volatile or aggregate, DRAM or SRAM; WARN when
-    volatile correctable errors exceed `ecc_correctable_warn` (default 100) or the SRAM error
-    threshold is exceeded; PASS otherwise; SKIP when no GPU has ECC counters (ECC off or
-    unsupported).
+    FAIL when an uncorrectable error is counted since the driver loaded (volatile, DRAM or SRAM);
+    WARN when only the lifetime (aggregate) count has uncorrectable errors (an old event the
+    memory may have remapped: gpu.row_remap judges whether it did), when volatile correctable
+    errors exceed `ecc_correctable_warn` (default 100) or when the SRAM error threshold is
+    exceeded; PASS otherwise; SKIP when no GPU has ECC counters (ECC off or unsupported).
 
     Remediation: drain the node, reset the GPU and re-check; replace the GPU when uncorrectable
-    errors recur.
+    errors recur. A lifetime count alone: check gpu.row_remap, then clear the counters with
+    `nvidia-smi -p 1` once the event is understood.
     """
     threshold = expected(expect, ECC_CORRECTABLE_WARN)
     results = []
@@ -564,17 +566,14 @@ def ecc_errors(probes, expect):
         volatile, aggregate = gpu["ecc"]["volatile"], gpu["ecc"]["aggregate"]
         if volatile["correctable"] is None and volatile["uncorrectable"] is None and aggregate["uncorrectable"] is None:
             continue
-        uncorrectable = OrderedDict(
-            ("%s %s" % (scope, kind), counts["%s_uncorrectable" % kind.lower()] or 0)
-            for scope, counts in (("volatile", volatile), ("aggregate", aggregate)) for kind in ("DRAM", "SRAM"))
-        uncorrectable = OrderedDict((k, v) for k, v in uncorrectable.items() if v)
-        if not uncorrectable and (volatile["uncorrectable"] or aggregate["uncorrectable"]):
-            uncorrectable["total"] = max(volatile["uncorrectable"] or 0, aggregate["uncorrectable"] or 0)
+        current = _uncorrectable(volatile, "volatile")
+        lifetime = _uncorrectable(aggregate, "aggregate")
         correctable = volatile["correctable"] or 0
         detail = _detail(gpu, volatile=volatile, aggregate=aggregate)
-        if uncorrectable:
-            results.append((FAIL, detail, "uncorrectable ECC errors (%s)" % ", ".join(
-                "%s %d" % (k, v) for k, v in uncorrectable.items())))
+        if current:
+            results.append((FAIL, detail, "uncorrectable ECC errors since the driver loaded (%s)" % _counts(current)))
+        elif lifetime:
+            results.append((WARN, detail, "uncorrectable ECC errors in the lifetime count only (%s)" % _counts(lifetime)))
         elif correctable > threshold:
             results.append((WARN, detail, "%d correctable ECC errors since boot (over %d)" % (correctable, threshold)))
         elif gpu["ecc"]["sram_threshold_exceeded"]:
@@ -583,8 +582,22 @@ def ecc_errors(probes, expect):
             results.append((PASS, detail, "no uncorrectable errors"))
     return _verdict(results, "no uncorrectable ECC errors on %d GPU(s)" % len(results),
                     {FAIL: RESET_OR_DRAIN + "; replace the GPU if uncorrectable errors recur.",
-                     WARN: "Watch the GPU: reset it at the next maintenance window and replace it if the rate keeps rising."},
+                     WARN: "Watch the GPU: check gpu.row_remap, reset it at the next maintenance window and replace it "
+                           "if errors recur; clear a reviewed lifetime count with nvidia-smi -p 1."},
                     skip_message="no GPU reports ECC counters (ECC disabled or unsupported)")
+
+
+def _uncorrectable(counts, scope):
+    """Non-zero uncorrectable counts of one scope, by memory kind (the total where no split is reported)."""
+    found = OrderedDict(("%s %s" % (scope, kind), counts["%s_uncorrectable" % kind.lower()])
+                        for kind in ("DRAM", "SRAM") if counts["%s_uncorrectable" % kind.lower()])
+    if not found and counts["uncorrectable"]:
+        found["%s total" % scope] = counts["uncorrectable"]
+    return found
+
+
+def _counts(found):
+    return ", ".join("%s %d" % (k, v) for k, v in found.items())
 
 
 @check("gpu.row_remap", "Row remapping / page retirement", requires=("nvidia_smi",))

@@ -14,7 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.continuum.hydra.plugins.module_utils._checks._registry import check, expectation, expected
 from ansible_collections.continuum.hydra.plugins.module_utils._probes.system import DEFAULT_DISK_PATHS
-from ansible_collections.continuum.hydra.plugins.module_utils._results import FAIL, PASS, WARN, finding
+from ansible_collections.continuum.hydra.plugins.module_utils._results import FAIL, PASS, SKIP, WARN, finding
 
 GIB = 2.0 ** 30
 
@@ -258,9 +258,13 @@ def ib_ports(probes, expect):
     """Reads state, phys_state, rate and link_layer of every port under /sys/class/infiniband
     (only the devices in `ib_devices` when set).
 
-    FAIL when a port is not ACTIVE with physical state LinkUp (a down rail stalls or slows every
-    collective that crosses it); WARN when an active port's rate is below `ib_rate_gbps`, or when a
-    device in `ib_devices` does not exist; PASS otherwise; SKIP without /sys/class/infiniband.
+    With `ib_devices` set (the rails this host must have): FAIL when one of their ports is not
+    ACTIVE with physical state LinkUp (a down rail stalls or slows every collective that crosses it),
+    WARN when a listed device does not exist. Without it, only InfiniBand link-layer ports are judged
+    (Ethernet/RoCE NICs also appear there) and a down port is a WARN: an uncabled spare port looks
+    the same as a broken one, so only the inventory can make it a FAIL. WARN when an active port's
+    rate is below `ib_rate_gbps`; PASS otherwise; SKIP without /sys/class/infiniband or without
+    InfiniBand ports.
     Remediation: check the cable and transceiver, the switch port and the subnet manager (`ibstat`, `iblinkinfo`), then reseat or replace.
     """
     ports = probes["infiniband"]["data"]["ports"]
@@ -270,10 +274,15 @@ def ib_ports(probes, expect):
         present = set(p["device"] for p in ports)
         problems_warn.extend("%s does not exist" % d for d in wanted if d not in present)
         ports = [p for p in ports if p["device"] in wanted]
+    else:
+        ports = [p for p in ports if (p.get("link_layer") or "InfiniBand") == "InfiniBand"]
+        if not ports:
+            return finding(SKIP, "no InfiniBand link-layer ports (Ethernet/RoCE only); list rails in ib_devices to judge them")
+    down = problems_fail if wanted else problems_warn
     for p in ports:
         name = "%s/%s" % (p["device"], p["port"])
         if p["state"] != "ACTIVE" or p["phys_state"] != "LinkUp":
-            problems_fail.append("%s is %s/%s" % (name, p["state"], p["phys_state"]))
+            down.append("%s is %s/%s" % (name, p["state"], p["phys_state"]))
         elif min_rate is not None and p.get("rate_gbps") is not None and p["rate_gbps"] < min_rate:
             problems_warn.append("%s runs at %g Gb/s, expected %g" % (name, p["rate_gbps"], min_rate))
     details = {"ports": ports, "expected_rate_gbps": min_rate, "devices": wanted}

@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 
 
 class ProbeError(Exception):
@@ -60,6 +61,31 @@ def run(argv, timeout, env=None, input_text=None):
         _kill_group(proc)
         raise ProbeError("%s timed out after %ss" % (" ".join(argv), _fmt_seconds(timeout)))
     return proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+
+
+def call_with_timeout(call, timeout, what):
+    """Run an in-process call with a deadline: NVML on a hung GPU, or statvfs on a hung network mount, can block forever.
+
+    The call runs in a daemon thread; past the deadline ProbeError names it, and the stuck thread cannot keep the
+    module alive.
+    """
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = call()
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=target, name="hydra-%s" % what)
+    worker.daemon = True
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise ProbeError("%s timed out after %ss" % (what, _fmt_seconds(timeout)))
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 def _kill_group(proc):

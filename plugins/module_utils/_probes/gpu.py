@@ -19,10 +19,9 @@ __metaclass__ = type
 import datetime
 import os
 import re
-import threading
 
 from ansible_collections.continuum.hydra.plugins.module_utils._probes import _command
-from ansible_collections.continuum.hydra.plugins.module_utils._probes._command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._probes._command import ProbeAbsent, ProbeError, call_with_timeout
 from ansible_collections.continuum.hydra.plugins.module_utils._probes.nvidia_smi import (
     NvidiaSmiParseError, parse_nvidia_smi, parse_nvlink_status)
 from ansible_collections.continuum.hydra.plugins.module_utils._probes.pci import scan_nvidia_functions
@@ -70,27 +69,6 @@ def probe_nvidia_smi(options):
         raise ProbeError("nvidia-smi returned unparsable XML: %s" % exc)
 
 
-def _bounded(call, timeout, what):
-    """Run an in-process library call with a deadline: NVML can block on a hung GPU, like nvidia-smi."""
-    outcome = {}
-
-    def target():
-        try:
-            outcome["value"] = call()
-        except Exception as exc:  # pylint: disable=broad-exception-caught
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=target, name="hydra-%s" % what)
-    worker.daemon = True  # a call stuck in the driver must not keep the module alive
-    worker.start()
-    worker.join(timeout)
-    if worker.is_alive():
-        raise ProbeError("%s timed out after %ss" % (what, timeout))
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
-
-
 def _as_text(value):
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
@@ -120,7 +98,7 @@ def _nvml_session(options, work):
                 pass
 
     try:
-        return _bounded(session, options["timeouts"]["nvidia_smi"], "NVML")
+        return call_with_timeout(session, options["timeouts"]["nvidia_smi"], "NVML")
     except pynvml.NVMLError as exc:
         raise ProbeError("NVML query failed: %s: %s" % (type(exc).__name__, exc))
 

@@ -18,7 +18,7 @@ __metaclass__ = type
 import os
 import re
 
-from ansible_collections.continuum.hydra.plugins.module_utils._probes._command import ProbeAbsent, ProbeError, find_binary, read_text, run
+from ansible_collections.continuum.hydra.plugins.module_utils._probes._command import call_with_timeout, ProbeAbsent, ProbeError, find_binary, read_text, run
 
 DEFAULT_DISK_PATHS = ["/", "/tmp"]
 
@@ -392,18 +392,21 @@ def disk_paths(expect):
 def probe_disk_space(options, statvfs=os.statvfs):
     """Size, free space and free inodes of each disk path that exists."""
     paths, explicit = disk_paths(options.get("expect") or {})
+    timeout = options.get("timeouts", {}).get("command", 10)
     measured, missing = [], []
     for path in paths:
-        if not os.path.exists(path):
+        # A hung network mount (NFS, Lustre) blocks stat calls for ever: bound each one.
+        if not call_with_timeout(lambda p=path: os.path.exists(p), timeout, "stat(%s)" % path):
             missing.append(path)
             continue
         try:
-            st = statvfs(path)
+            st = call_with_timeout(lambda p=path: statvfs(p), timeout, "statvfs(%s)" % path)
         except OSError as exc:
             raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc))
         measured.append({"path": path, "size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize,
                          "inodes": st.f_files, "free_inodes": st.f_favail})
-    if not measured:
+    if not measured and not (explicit and missing):
+        # Only the default paths are optional; a path the inventory names must exist (the check WARNs).
         raise ProbeAbsent("none of the disk paths exists: %s" % ", ".join(missing))
     return {"paths": measured, "missing": missing, "paths_explicit": explicit}
 

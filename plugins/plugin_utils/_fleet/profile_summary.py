@@ -59,12 +59,16 @@ def profile_summary(result):
         gpus.append(row)
     measured = [row for row in gpus if row["status"] == "ok"]
     temperatures = [row["temperature_max_c"] for row in measured if row["temperature_max_c"] is not None]
+    # A stdlib fallback measures the interpreter, not the machine: its figures must not be ranked against
+    # NumPy's (the host would read as a straggler), so only the NumPy methods' figures are compared.
+    cpu_comparable = cpu.get("method") == "numpy_matmul"
+    memory_comparable = memory.get("method") == "numpy_blocked"
     figures = {
-        "cpu_single_thread_gflops": cpu.get("single_thread_gflops"),
-        "cpu_all_cores_gflops": cpu.get("all_cores_gflops"),
+        "cpu_single_thread_gflops": cpu.get("single_thread_gflops") if cpu_comparable else None,
+        "cpu_all_cores_gflops": cpu.get("all_cores_gflops") if cpu_comparable else None,
         "cpu_method": cpu.get("method"),
-        "memory_triad_gbps": memory.get("triad_gbps"),
-        "memory_copy_gbps": memory.get("copy_gbps"),
+        "memory_triad_gbps": memory.get("triad_gbps") if memory_comparable else None,
+        "memory_copy_gbps": memory.get("copy_gbps") if memory_comparable else None,
         "memory_method": memory.get("method"),
         "disk_read_iops": disk.get("read_iops"),
         "disk_read_p99_us": (disk.get("read_latency_us") or {}).get("p99"),

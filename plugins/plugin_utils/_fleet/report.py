@@ -46,7 +46,12 @@ class FleetCollector(object):
         return entry
 
     def add_doctor(self, host, result):
-        checks = result.get("checks") or []
+        checks = result.get("checks")
+        if not isinstance(checks, list):
+            # Not a verdict: a crash under failed_when: false, or list_checks (which judges nothing).
+            if "catalogue" not in result:
+                self.add_task_failed(host, "doctor returned no checks: %s" % " ".join(str(result.get("msg") or "no result").split()))
+            return
         entry = self._entry(host)
         # Recount rather than trust the summary: the report must agree with the checks it lists.
         entry.update(status=overall_status(summarize(checks)), message=None, doctor=result,

@@ -43,9 +43,11 @@ def test_fleet_report():
         "a": {"status": "failed", "message": None, "failing_checks": ["gpu.ecc_errors"], "warning_checks": []},
         "b": {"status": "task_failed", "message": "python not found", "failing_checks": [], "warning_checks": []},
         "c": {"status": "unreachable", "message": "timed out", "failing_checks": [], "warning_checks": []},
+        "d": {"status": "unchecked", "message": None, "failing_checks": [], "warning_checks": []},
     }}
     out = doctor_outcomes(report)
-    assert sorted(out) == ["a", "b", "c"]
+    assert sorted(out) == ["a", "b", "c", "d"]
+    assert out["d"]["status"] == "unknown"  # profiled only: the gate leaves it alone
     assert out["a"]["failing_checks"] == ["gpu.ecc_errors"]
     assert out["b"] == {"status": "error", "failing_checks": [], "warning_checks": [],
                         "message": "doctor task failed: python not found"}

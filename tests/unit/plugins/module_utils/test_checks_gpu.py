@@ -144,8 +144,16 @@ def test_uncorrectable_ecc_fails_naming_the_gpu():
     assert record["status"] == "FAIL"
     assert named(record) == [(0, A100_UUID)]
     assert "volatile DRAM 2" in record["message"] and record["remediation"]
+
+
+def test_a_lifetime_only_uncorrectable_count_warns_and_does_not_drain_forever():
+    # aggregate counts survive reboots: failing on them would keep a repaired GPU failed for ever.
     aggregate_sram = judge("gpu.ecc_errors", smi("tesla-t4.xml", ("ecc_errors/aggregate/sram_uncorrectable", "1")))
-    assert aggregate_sram["status"] == "FAIL" and "aggregate SRAM 1" in aggregate_sram["message"]
+    assert aggregate_sram["status"] == "WARN" and "lifetime count only (aggregate SRAM 1)" in aggregate_sram["message"]
+    assert "nvidia-smi -p 1" in aggregate_sram["remediation"]
+    both = judge("gpu.ecc_errors", smi("tesla-t4.xml", ("ecc_errors/aggregate/sram_uncorrectable", "1"),
+                                       ("ecc_errors/volatile/sram_uncorrectable", "1")))
+    assert both["status"] == "FAIL" and "volatile SRAM 1" in both["message"]
 
 
 def test_correctable_ecc_over_the_threshold_warns():

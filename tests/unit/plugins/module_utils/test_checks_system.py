@@ -211,10 +211,17 @@ def test_ib_ports(tmp_path):
     port2 = tmp_path / "sys/class/infiniband/mlx4_0/ports/2"
     edit(port2 / "state", "4: ACTIVE", "1: DOWN")
     edit(port2 / "phys_state", "5: LinkUp", "2: Polling")
+    # Unlisted, a down port may be an uncabled spare: WARN; a rail the inventory lists is a FAIL.
     record = judge("network.ib_ports", infiniband=ports())
-    assert record["status"] == "FAIL" and record["message"] == "1 of 3 port(s) down: mlx4_0/2 is DOWN/Polling"
+    assert record["status"] == "WARN" and record["message"] == "mlx4_0/2 is DOWN/Polling"
+    record = judge("network.ib_ports", {"ib_devices": ["mlx4_0"]}, infiniband=ports())
+    assert record["status"] == "FAIL" and record["message"] == "1 of 2 port(s) down: mlx4_0/2 is DOWN/Polling"
     record = judge("network.ib_ports", {"ib_devices": ["hfi1_0", "mlx5_0"]}, infiniband=ports())
     assert record["status"] == "WARN" and record["message"] == "mlx5_0 does not exist"
+    # Ethernet (RoCE) ports share /sys/class/infiniband: they are not judged as InfiniBand rails.
+    for device, port in (("hfi1_0", 1), ("mlx4_0", 1), ("mlx4_0", 2)):
+        edit(tmp_path / ("sys/class/infiniband/%s/ports/%d/link_layer" % (device, port)), "InfiniBand", "Ethernet")
+    assert judge("network.ib_ports", infiniband=ports())["status"] == "SKIP"
 
 
 # ---------------------------------------------------------------- end to end on this machine
@@ -254,3 +261,24 @@ def test_bad_expectations_are_rejected_up_front():
     result = _doctor.run(only=["system.disk_space"], expect={"disk_paths": ["relative/path"]})
     assert result["checks"][0]["status"] == "ERROR"
     assert "expect.disk_paths: 'relative/path' is not an absolute path" in result["checks"][0]["message"]
+
+
+def test_a_missing_disk_path_the_inventory_names_warns_even_alone(tmp_path):
+    from ansible_collections.continuum.hydra.plugins.module_utils import _doctor
+    missing = str(tmp_path / "scratch")
+    record = _doctor.run(only=["system.disk_space"], expect={"disk_paths": [missing]})["checks"][0]
+    assert record["status"] == "WARN" and record["message"] == "%s does not exist" % missing
+
+
+def test_a_hung_statvfs_is_an_error_not_a_hang():
+    import threading
+    from ansible_collections.continuum.hydra.plugins.module_utils._probes import system as system_probes
+    from ansible_collections.continuum.hydra.plugins.module_utils._probes._command import ProbeError
+    release = threading.Event()
+    try:
+        options = {"expect": {"disk_paths": ["/"]}, "timeouts": {"command": 0.2}}
+        with pytest.raises(ProbeError) as err:
+            system_probes.probe_disk_space(options, statvfs=lambda path: release.wait(30))
+        assert str(err.value) == "statvfs(/) timed out after 0.2s"
+    finally:
+        release.set()

@@ -84,3 +84,14 @@ def test_terminal_summary_of_a_healthy_fleet_and_long_host_lists():
         c.add_doctor("bad%02d" % i, _doctor(_check("gpu.count", "FAIL", "replace")))
     text = "\n".join(t for t, dummy in terminal.render(c.build("t")))
     assert "bad07 and 12 more" in text and "bad08" not in text
+
+
+def test_a_doctor_result_without_checks_is_not_a_healthy_host():
+    c = FleetCollector()
+    # failed_when: false hides a module crash as "ok": it must not read as healthy.
+    c.add_doctor("crashed", {"failed": False, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error"})
+    c.add_doctor("listed", {"changed": False, "catalogue": [{"id": "gpu.count"}]})
+    report = c.build("t")
+    assert report["hosts"]["crashed"]["status"] == "task_failed"
+    assert report["hosts"]["crashed"]["message"] == "doctor returned no checks: MODULE FAILURE See stdout/stderr for the exact error"
+    assert "listed" not in report["hosts"]

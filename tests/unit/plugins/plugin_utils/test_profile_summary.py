@@ -51,3 +51,14 @@ def test_gpu_figures_spread_over_measured_gpus_only():
 def test_something_that_is_no_profile_result_gives_none():
     assert profile_summary(None) is None
     assert profile_summary({"checks": []}) is None
+
+
+def test_fallback_figures_are_kept_out_of_the_ranked_figures():
+    # A host without NumPy measures the interpreter: ranking it against NumPy hosts would make it a straggler.
+    result = {"schema_version": "1.0.0", "benchmarks": {
+        "cpu_sustained": {"status": "fallback", "method": "stdlib_python_matmul", "single_thread_gflops": 0.02,
+                          "all_cores_gflops": 0.04},
+        "memory_bandwidth": {"status": "fallback", "method": "stdlib_memoryview_copy", "copy_gbps": 6.1}}}
+    figures = profile_summary(result)["figures"]
+    assert (figures["cpu_single_thread_gflops"], figures["cpu_all_cores_gflops"], figures["memory_copy_gbps"]) == (None, None, None)
+    assert (figures["cpu_method"], figures["memory_method"]) == ("stdlib_python_matmul", "stdlib_memoryview_copy")
