@@ -1,6 +1,7 @@
 """Make the checkout importable as ansible_collections.continuum.hydra and share fixture paths."""
 
 import os
+import shutil
 import sys
 
 import pytest
@@ -32,3 +33,17 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not has_gpu:
             item.add_marker(skip_gpu)
+
+
+# Tools the real-component tests drive; where one is missing those tests skip. In CI (CI=true) a skip
+# would let a broken install pass quietly, so a missing tool stops the run instead.
+CI_TOOLS = ("chromium", "promtool", "prometheus-node-exporter", "xmllint", "slurmctld", "slurmd", "munged", "ssh")
+
+
+def pytest_sessionstart(session):
+    if os.environ.get("CI", "").lower() not in ("1", "true", "yes"):
+        return
+    path = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin:/sbin"
+    missing = [tool for tool in CI_TOOLS if not shutil.which(tool, path=path)]
+    if missing:
+        pytest.exit("CI: missing %s (tests/utils/system-deps.sh installs them)" % ", ".join(missing), returncode=3)

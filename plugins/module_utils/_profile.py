@@ -231,27 +231,37 @@ def block_device_rotational(root, device):
     return None
 
 
-def describe_mount(root, mount):
+def describe_mount(root, mount, timeout=10):
     out = dict(mount)
     out["rotational"] = block_device_rotational(root, mount["device"])
     out["is_nvme"] = "nvme" in mount["device"]
+    path = os.path.join(root, mount["mount"].lstrip("/"))
     try:
-        stat = os.statvfs(os.path.join(root, mount["mount"].lstrip("/")))
+        stat = _command.call_with_timeout(lambda: os.statvfs(path), timeout, "statvfs(%s)" % mount["mount"])
         out["total_bytes"] = stat.f_blocks * stat.f_frsize
         out["free_bytes"] = stat.f_bavail * stat.f_frsize
-    except OSError:
+    except (OSError, _command.ProbeError):
         out["total_bytes"] = out["free_bytes"] = None
     return out
 
 
-def storage_profile(root, notes):
+def _is_directory(path, timeout, notes):
+    # A hung network mount (NFS, Lustre, GPFS) blocks stat calls for ever: bound each one, note the hang.
+    try:
+        return _command.call_with_timeout(lambda: os.path.isdir(path), timeout, "stat(%s)" % path)
+    except _command.ProbeError as exc:
+        notes.append("%s (a hung network mount?)" % exc)
+        return False
+
+
+def storage_profile(root, notes, timeout=10):
     mounts = read_mounts(root, notes)
     if not mounts:
         notes.append("/proc/mounts unreadable: no storage profile")
     kept = [m for m in mounts if m["mount"] == "/" or m["device"].startswith("/dev/") or m["fs_type"] in NETWORK_FILE_SYSTEMS]
     # Containers bind-mount single files (/etc/hosts) from the host disk: only directories are storage.
-    kept = [m for m in kept if os.path.isdir(os.path.join(root, m["mount"].lstrip("/")))]
-    described = [describe_mount(root, mount) for mount in kept[:MAX_MOUNTS]]
+    kept = [m for m in kept if _is_directory(os.path.join(root, m["mount"].lstrip("/")), timeout, notes)]
+    described = [describe_mount(root, mount, timeout) for mount in kept[:MAX_MOUNTS]]
     rootfs = mount_for("/", mounts) or {}
     root_described = next((m for m in described if m["mount"] == rootfs.get("mount")), None) or {}
     storage_notes = []
@@ -429,7 +439,7 @@ def static_profile(options, root="/", probes=None, inventory=None):
     profile = {
         "cpu": cpu_profile(root, notes),
         "memory": memory_profile(root, notes),
-        "storage": storage_profile(root, notes),
+        "storage": storage_profile(root, notes, options["timeouts"]["command"]),
         "os": os_profile(root, notes),
         "runtime": runtime_profile(inventory, notes),
         "gpus": gpus,

@@ -76,8 +76,9 @@ options:
     type: path
   torch_python:
     description:
-      - Python interpreter whose PyTorch the C(pytorch.*), C(nccl.torch_backend) and C(cuda.torch_cuda_version)
-        checks judge (for example a training virtualenv). Defaults to the interpreter running the module.
+      - Python interpreter whose PyTorch the C(pytorch.*), C(nccl.torch_backend), C(cuda.*) (but C(cuda.driver_version)),
+        C(gpu.device_properties) and C(environment.venv) checks judge (for example a training virtualenv).
+        Defaults to the interpreter running the module.
     type: path
 seealso:
   - plugin: continuum.hydra.fleet_report

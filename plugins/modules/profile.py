@@ -28,7 +28,17 @@ author:
   - continuum.hydra developers (@continuum-hydra)
 extends_documentation_fragment:
   - continuum.hydra._attributes
-  - continuum.hydra._attributes.INFO_MODULE
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Changes no setting of the host, in check mode or not, and always returns C(changed=false).
+      - The benchmarks run in check mode too, so they load the host for their duration, and the disk benchmark
+        writes a temporary file in its directory, which is always removed (also on error and timeout).
+  diff_mode:
+    support: N/A
+    details:
+      - Nothing is changed, so there is no diff.
 options:
   benchmarks:
     description:
@@ -75,7 +85,7 @@ options:
     type: dict
     default: {}
   timeouts:
-    description: Timeouts in seconds for C(nvidia_smi) (the probe and C(topo -m)), C(torch) (the inventory) and C(command).
+    description: Timeouts in seconds for C(nvidia_smi) (the probe and C(topo -m)), C(torch) (the inventory) and C(command) (each stat of a mount, InfiniBand and other reads that could hang).
     type: dict
     default: {}
   nvidia_smi_path:

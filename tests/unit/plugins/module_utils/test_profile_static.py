@@ -231,3 +231,23 @@ def test_benchmark_results_names_carry_units():
     assert rows["gpu_sustained.gpu0.fp32_tflops"]["status"] == "SKIP"  # not measured, not a PASS
     assert rows["gpu_sustained.gpu1.h2d_gbps"]["status"] == "ERROR"
     assert rows["gpu_sustained.gpu1.h2d_gbps"]["message"] == "gpu 1 benchmark timed out after 60s"
+
+
+def test_a_hung_mount_is_a_note_not_a_hang(host, monkeypatch):
+    import threading
+    release = threading.Event()
+    real_isdir = _profile.os.path.isdir
+
+    def isdir(path):
+        if path.endswith("my share"):
+            release.wait(30)  # the NFS mount of the fixture host hangs, as a dead server's does
+        return real_isdir(path)
+
+    monkeypatch.setattr(_profile.os.path, "isdir", isdir)
+    notes = []
+    try:
+        storage = _profile.storage_profile(host, notes, timeout=0.2)
+    finally:
+        release.set()
+    assert [n for n in notes if "timed out after 0.2s" in n and "hung network mount" in n]
+    assert [m["mount"] for m in storage["mounts"]] == ["/", "/data"]
