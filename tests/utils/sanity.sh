@@ -8,9 +8,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 dest=$work/ansible_collections/continuum/hydra
 mkdir -p "$dest"
-(cd "$repo" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$dest" 2>/dev/null || true)
+# Tracked and untracked-but-not-ignored files: what a clean clone plus work in progress holds.
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$dest" 2>/dev/null)
 
-cd "$dest"
+cd "$dest" || exit 1
 sanity() { PATH=$venv/bin:$PATH ansible-test sanity --python 3.11 --color no "$@"; }
 
 # ansible-test bootstraps pip from a download; where that fails (no general internet access),

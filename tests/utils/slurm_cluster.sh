@@ -15,8 +15,9 @@ start() {
   local dir=$1 nodes=${2:-4} base=${3:-17000}
   [[ $nodes =~ ^[1-9][0-9]*$ ]] || die "NODES must be a positive integer, got '$nodes'"
   [[ $base =~ ^[1-9][0-9]*$ ]] || die "BASE_PORT must be a positive integer, got '$base'"
-  command -v slurmctld >/dev/null && command -v munged >/dev/null \
-    || die "slurmctld or munged not installed (apt-get install slurm-wlm munge)"
+  if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
+    die "slurmctld or munged not installed (apt-get install slurm-wlm munge)"
+  fi
   mkdir -p "$dir"/{munge,state,spool,log,run}
   dir=$(cd "$dir" && pwd)
   chmod 755 "$dir" "$dir/munge"
@@ -59,8 +60,7 @@ EOF
   slurmctld
   for k in $(seq 1 "$nodes"); do slurmd -N "node$k"; done
   # Ready when every node has registered (idle) with the controller.
-  local tries
-  for tries in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     if [ "$(sinfo -h -N -t idle -o '%N' 2>/dev/null | sort -u | wc -l)" -eq "$nodes" ]; then
       echo "SLURM_CONF=$conf"
       return 0
@@ -74,14 +74,16 @@ stop() {
   local dir=$1 pidfile pid
   [ -d "$dir" ] || return 0
   dir=$(cd "$dir" && pwd)
-  [ -f "$dir/slurm.conf" ] && SLURM_CONF=$dir/slurm.conf timeout 10 scontrol shutdown >/dev/null 2>&1 || true
+  if [ -f "$dir/slurm.conf" ]; then
+    SLURM_CONF=$dir/slurm.conf timeout 10 scontrol shutdown >/dev/null 2>&1 || true
+  fi
   # Whatever did not go down with `scontrol shutdown` (or never registered) is stopped by its own pid file.
   for pidfile in "$dir"/run/*.pid "$dir/munge/munged.pid"; do
     [ -f "$pidfile" ] || continue
     pid=$(cat "$pidfile" 2>/dev/null || true)
     [[ $pid =~ ^[0-9]+$ ]] || continue
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; kill "$pid" 2>/dev/null || true; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
+    if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   done
   return 0
 }
