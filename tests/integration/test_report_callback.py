@@ -119,7 +119,7 @@ def test_every_format_is_written_and_valid(two_runs, tmp_path):
     report_dir = two_runs["report_dir"]
     files = sorted(os.listdir(report_dir))
     assert [f for f in files if f in FORMAT_FILES] == FORMAT_FILES
-    assert len([f for f in files if re.match(r"^fleet-report-\d{8}T\d{6}Z\.json$", f)]) == 2
+    assert len([f for f in files if re.match(r"^fleet-report-\d{8}T\d{6}\.\d{6}Z\.json$", f)]) == 2
     assert not [f for f in files if f.endswith(".tmp")]
     report = two_runs["second"][1]
     assert not list(schema_validator().iter_errors(report))
