@@ -85,7 +85,9 @@ options:
     type: dict
     default: {}
   timeouts:
-    description: Timeouts in seconds for C(nvidia_smi) (the probe and C(topo -m)), C(torch) (the inventory) and C(command) (each stat of a mount, InfiniBand and other reads that could hang).
+    description:
+      - Timeouts in seconds for C(nvidia_smi) (the probe and C(topo -m)), C(torch) (the inventory) and C(command)
+        (each stat of a mount, InfiniBand and other reads that could hang).
     type: dict
     default: {}
   nvidia_smi_path:
