@@ -60,7 +60,8 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.common.text.converters import to_native
+
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
 
 FLEET_REPORT_KIND = "continuum.hydra.fleet_report"
 HOST_STATUSES = ("healthy", "warning", "failed", "error")
@@ -69,25 +70,6 @@ HOST_STATUSES = ("healthy", "warning", "failed", "error")
 def _outcome(status, message, failing=(), warning=()):
     return {"status": status, "failing_checks": sorted(set(failing)), "warning_checks": sorted(set(warning)),
             "message": message}
-
-
-def from_doctor_result(result):
-    """One registered doctor result (or None when the host has none) -> outcome."""
-    if result is None:
-        return _outcome("unreachable", "no doctor result: the host was unreachable or doctor did not run on it")
-    if not isinstance(result, dict):
-        raise AnsibleFilterError("doctor_outcomes: a doctor result must be a dict, got %s" % type(result).__name__)
-    if result.get("unreachable"):
-        return _outcome("unreachable", to_native(result.get("msg") or "host unreachable"))
-    if result.get("skipped"):
-        return _outcome("unknown", "doctor was skipped on this host")
-    status = result.get("overall_status")
-    if status in HOST_STATUSES:
-        checks = result.get("checks") or []
-        return _outcome(status, "doctor: %s" % status,
-                        failing=[c["id"] for c in checks if c.get("status") in ("FAIL", "ERROR")],
-                        warning=[c["id"] for c in checks if c.get("status") == "WARN"])
-    return _outcome("error", "doctor task failed: %s" % to_native(result.get("msg") or "no result"))
 
 
 def from_fleet_report_host(entry):
@@ -115,12 +97,20 @@ def doctor_outcomes(source, hosts=None, result_var="hydra_doctor"):
     if hosts is None:
         raise AnsibleFilterError("doctor_outcomes: give the hosts to report on (hostvars | doctor_outcomes(hosts)), "
                                  "or pass a fleet report (its 'kind' is %s)" % FLEET_REPORT_KIND)
-    try:
-        return dict((name, from_doctor_result(source[name].get(result_var) if name in source else None))
-                    for name in hosts)
-    except (AttributeError, TypeError):
-        raise AnsibleFilterError("doctor_outcomes: input must be hostvars or a fleet report dict, got %s"
-                                 % type(source).__name__)
+    # Registered results go through the fleet report's own reading of them: one rule for both inputs.
+    collector = FleetCollector()
+    for name in hosts:
+        try:
+            result = source[name].get(result_var) if name in source else None
+        except (AttributeError, TypeError):
+            raise AnsibleFilterError("doctor_outcomes: input must be hostvars or a fleet report dict, got %s"
+                                     % type(source).__name__)
+        try:
+            collector.add_registered(name, result)
+        except TypeError as exc:
+            raise AnsibleFilterError("doctor_outcomes: %s" % exc)
+    report_hosts = collector.build(None)["hosts"]
+    return dict((name, from_fleet_report_host(report_hosts[name])) for name in hosts)
 
 
 class FilterModule(object):

@@ -72,7 +72,6 @@ import datetime
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import REPORT_KIND, FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render.awx import set_stats_data
@@ -85,18 +84,10 @@ def _collect(source, hosts, result_var):
             result = source[name].get(result_var) if name in source else None
         except (AttributeError, TypeError):
             raise AnsibleFilterError("fleet_stats: hostvars of %s is not a mapping of variables" % name)
-        if result is None:
-            collector.add_unreachable(name, "no doctor result: the host was unreachable or doctor did not run on it")
-        elif not isinstance(result, dict):
+        try:
+            collector.add_registered(name, result)
+        except TypeError:
             raise AnsibleFilterError("fleet_stats: %s of %s must be a doctor result dict, got %s" % (result_var, name, type(result).__name__))
-        elif isinstance(result.get("checks"), list):
-            collector.add_doctor(name, result)
-        elif result.get("unreachable"):
-            collector.add_unreachable(name, to_native(result.get("msg") or "unreachable"))
-        elif result.get("skipped"):
-            collector.add_unchecked(name, "doctor was skipped on this host")
-        else:
-            collector.add_task_failed(name, "doctor: %s" % to_native(result.get("msg") or "task failed"))
     return collector.build(datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
 

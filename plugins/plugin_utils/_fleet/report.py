@@ -58,6 +58,21 @@ class FleetCollector(object):
                      failing_checks=[c["id"] for c in checks if c["status"] in (FAIL, ERROR)],
                      warning_checks=[c["id"] for c in checks if c["status"] == WARN])
 
+    def add_registered(self, host, result):
+        """A doctor result as a play registered it (hostvars), whatever became of the task; None: it never ran."""
+        if result is None:
+            self.add_unreachable(host, "no doctor result: the host was unreachable or doctor did not run on it")
+        elif not isinstance(result, dict):
+            raise TypeError("a doctor result must be a dict, got %s" % type(result).__name__)
+        elif isinstance(result.get("checks"), list):
+            self.add_doctor(host, result)
+        elif result.get("unreachable"):
+            self.add_unreachable(host, str(result.get("msg") or "unreachable"))
+        elif result.get("skipped"):
+            self.add_unchecked(host, "doctor was skipped on this host")
+        else:
+            self.add_task_failed(host, "doctor: %s" % " ".join(str(result.get("msg") or "task failed").split()))
+
     def add_profile(self, host, summary):
         """The host's profile summary: {figures, gpus, verdict} (see _fleet/stragglers.py)."""
         self._entry(host)["profile"] = summary
