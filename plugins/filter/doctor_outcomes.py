@@ -61,10 +61,10 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
+from ansible_collections.continuum.hydra.plugins.module_utils._results import HOST_VERDICTS, UNREACHABLE
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, TASK_FAILED, UNCHECKED, FleetCollector
 
 FLEET_REPORT_KIND = "continuum.hydra.fleet_report"
-HOST_STATUSES = ("healthy", "warning", "failed", "error")
 
 
 def _outcome(status, message, failing=(), warning=()):
@@ -74,14 +74,14 @@ def _outcome(status, message, failing=(), warning=()):
 
 def from_fleet_report_host(entry):
     status = entry.get("status")
-    if status == "task_failed":
+    if status == TASK_FAILED:
         return _outcome("error", "doctor task failed: %s" % (entry.get("message") or "no message"))
-    if status == "unchecked":
+    if status == UNCHECKED:
         # Profiled but never judged by doctor: nothing to drain or resume it on.
         return _outcome("unknown", entry.get("message") or "doctor did not check this host")
-    if status not in HOST_STATUSES + ("unreachable",):
+    if status not in HOST_VERDICTS + (UNREACHABLE,):
         raise AnsibleFilterError("doctor_outcomes: fleet report host status %r is not one of %s"
-                                 % (status, ", ".join(HOST_STATUSES + ("unreachable", "task_failed", "unchecked"))))
+                                 % (status, ", ".join(HOST_STATUSES + (UNCHECKED,))))
     return _outcome(status, entry.get("message") or "doctor: %s" % status,
                     failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [])
 

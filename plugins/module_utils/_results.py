@@ -24,10 +24,13 @@ STATUSES = (PASS, WARN, FAIL, SKIP, ERROR)
 # Severity orders statuses for "worst of" decisions; SKIP says nothing about health.
 SEVERITY = {PASS: 0, SKIP: 0, WARN: 1, ERROR: 2, FAIL: 3}
 
+# A host's verdict from its checks, in order of concern; the fleet report and the SLURM gate share them.
 HEALTHY = "healthy"
 WARNING = "warning"
 FAILED = "failed"
 ERRORED = "error"
+HOST_VERDICTS = (HEALTHY, WARNING, ERRORED, FAILED)
+UNREACHABLE = "unreachable"  # no verdict: Ansible could not reach the host
 
 
 def finding(status, message, details=None, remediation=None):

@@ -16,18 +16,16 @@ __metaclass__ = type
 
 import re
 
+from ansible_collections.continuum.hydra.plugins.module_utils._results import ERRORED as ERROR
+from ansible_collections.continuum.hydra.plugins.module_utils._results import FAILED, HEALTHY, UNREACHABLE, WARNING
+
 # Every drain reason hydra writes starts with this; only such drains are ever resumed by hydra.
 REASON_PREFIX = "hydra:"
 UNREACHABLE_REASON = REASON_PREFIX + " unreachable"
 # SLURM stores reasons of any length, but `sinfo -R` shows the start: keep it readable.
 MAX_REASON_CHARS = 120
 
-HEALTHY = "healthy"
-WARNING = "warning"
-FAILED = "failed"
-ERROR = "error"
-UNREACHABLE = "unreachable"
-UNKNOWN = "unknown"
+UNKNOWN = "unknown"  # the gate's own: no doctor verdict to act on (skipped, or not in the report)
 OUTCOMES = (HEALTHY, WARNING, FAILED, ERROR, UNREACHABLE, UNKNOWN)
 DRAINABLE_OUTCOMES = (FAILED, ERROR, WARNING)
 UNREACHABLE_POLICIES = ("ignore", "drain")

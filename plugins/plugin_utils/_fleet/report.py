@@ -13,17 +13,16 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible_collections.continuum.hydra.plugins.module_utils._results import (
-    ERROR, FAIL, FAILED, STATUSES, WARN, overall_status, summarize,
+    ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, overall_status, summarize,
 )
 
 FLEET_SCHEMA_VERSION = "1.1.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
 
-UNREACHABLE = "unreachable"
 TASK_FAILED = "task_failed"
 # Profiled or set up, but doctor did not run: nothing says whether the host is healthy.
 UNCHECKED = "unchecked"
-HOST_STATUSES = ("healthy", "warning", "error", FAILED, UNREACHABLE, TASK_FAILED)
+HOST_STATUSES = HOST_VERDICTS + (UNREACHABLE, TASK_FAILED)
 # A status that only appears in totals when some host has it, so doctor runs keep their totals.
 OPTIONAL_STATUSES = (UNCHECKED,)
 
