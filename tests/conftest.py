@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -47,3 +48,11 @@ def pytest_sessionstart(session):
     missing = [tool for tool in CI_TOOLS if not shutil.which(tool, path=path)]
     if missing:
         pytest.exit("CI: missing %s (tests/utils/system-deps.sh installs them)" % ", ".join(missing), returncode=3)
+
+
+@pytest.fixture(scope="session")
+def template_venv(tmp_path_factory):
+    """An empty virtualenv made once per session; tests copy it rather than create their own."""
+    path = tmp_path_factory.mktemp("template") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
+    return path

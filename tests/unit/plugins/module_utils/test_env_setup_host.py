@@ -70,13 +70,6 @@ def lay_out_sysfs(root, nvidia_smi_xml=None):
     return str(root)
 
 
-@pytest.fixture(scope="session")
-def template_venv(tmp_path_factory):
-    path = tmp_path_factory.mktemp("template") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
-    return path
-
-
 @pytest.fixture
 def venv(template_venv, tmp_path):
     path = tmp_path / "venv"

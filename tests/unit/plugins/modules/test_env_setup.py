@@ -3,8 +3,6 @@
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
@@ -17,13 +15,6 @@ def _main(capsys, **args):
         with pytest.raises(SystemExit) as exc:
             env_setup.main()
     return exc.value.code, json.loads(capsys.readouterr().out)
-
-
-@pytest.fixture(scope="session")
-def template_venv(tmp_path_factory):
-    path = tmp_path_factory.mktemp("template") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
-    return path
 
 
 @pytest.fixture
