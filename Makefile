@@ -29,7 +29,7 @@ lint: $(VENV)/.test
 	$(BIN)/ansible-lint --profile production --offline
 
 docs: $(VENV)/.test collections/ansible_collections/continuum/hydra
-	$(BIN)/python tests/utils/gen_checks_doc.py > docs/checks.md
+	PYTHONPATH=collections $(BIN)/python tests/utils/gen_checks_doc.py > docs/checks.md
 
 # Debian packages the integration tests use (real daemons, real tools); root or sudo needed once.
 system-deps:

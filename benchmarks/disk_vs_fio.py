@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """profile's 4 KiB random-read IOPS against fio on the same file, interleaved.
@@ -23,7 +22,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
-from ansible_collections.continuum.hydra.plugins.module_utils._bench import disk  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk  # noqa: E402
 
 
 def fio_iops(path, size_mib, seconds):

@@ -31,9 +31,9 @@ FIXTURE = os.path.join(REPO, "tests", "fixtures", "nvidia-smi", "a100-sxm4-v12.x
 PROBES_ONLY = """
 import sys
 sys.path.insert(0, %r)
-from ansible_collections.continuum.hydra.plugins.module_utils import _doctor
-from ansible_collections.continuum.hydra.plugins.module_utils._checks.catalogue import CATALOGUE
-from ansible_collections.continuum.hydra.plugins.module_utils._probes import catalogue
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue
 options = {"timeouts": dict(_doctor.DEFAULT_TIMEOUTS), "nvidia_smi_path": None, "torch_python": None, "expect": {}}
 names = list(_doctor.ALWAYS_PROBED) + [p for c in CATALOGUE for p in c.probes]
 catalogue.collect(names, options)

@@ -22,7 +22,7 @@ import tracemalloc
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
-from ansible_collections.continuum.hydra.plugins.module_utils._checks.catalogue import CATALOGUE  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import terminal  # noqa: E402
 

@@ -29,10 +29,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
 
-from fleet_factory import SyntheticFleet  # noqa: E402
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet  # noqa: E402
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._checks.catalogue import CATALOGUE  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused  # noqa: E402

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """profile's GPU figures against the best measured references of the SKU table (needs a GPU and torch).
@@ -20,8 +19,8 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _host_analysis  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._bench import gpu  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu  # noqa: E402
 
 
 def link_of(index):
@@ -46,10 +45,10 @@ def main():
         sys.exit("no GPU benchmark: %s" % result["message"])
     rows = []
     for entry in result["gpus"]:
-        sku = _host_analysis.find_sku(entry["name"])
+        sku = verdict.find_sku(entry["name"])
         gen, width = link_of(entry["index"])
         gen, width = gen or (sku or {}).get("pcie_gen"), width or (sku or {}).get("pcie_width")
-        rate = _host_analysis.link_rate_gbps(gen, width)
+        rate = verdict.link_rate_gbps(gen, width)
         reference = (sku or {}).get("bf16_tflops_measured")
         row = dict((key, entry.get(key)) for key in ("index", "name", "status", "bf16_tflops", "fp16_tflops", "fp32_tflops",
                                                      "h2d_gbps", "d2h_gbps", "memory_bandwidth_gbps"))

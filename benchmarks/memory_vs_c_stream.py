@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """profile's NumPy STREAM triad against a C STREAM triad compiled with gcc -O3, interleaved on the same arrays.
@@ -28,8 +27,8 @@ sys.path.insert(0, os.path.join(REPO, "collections"))
 
 import numpy  # noqa: E402
 
-from ansible_collections.continuum.hydra.plugins.module_utils._bench import memory  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._bench.cpu import usable_cpus  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus  # noqa: E402
 
 C_SOURCE = r"""
 #include <stddef.h>

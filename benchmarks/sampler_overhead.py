@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Throughput of profile's benchmarks with the telemetry sampler running against without it, interleaved.
@@ -27,8 +26,11 @@ sys.path.insert(0, os.path.join(REPO, "collections"))
 
 import numpy  # noqa: E402
 
-from ansible_collections.continuum.hydra.plugins.module_utils._bench import _cpu_worker, disk, memory, telemetry  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._bench.cpu import usable_cpus  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu_worker  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import telemetry
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus  # noqa: E402
 
 
 def triad_gbps(kernels, team, seconds):
@@ -40,7 +42,7 @@ def triad_gbps(kernels, team, seconds):
 
 
 def python_gflops(seconds):
-    return _cpu_worker.matmul_stdlib(48, 0, seconds)["gflops"]
+    return cpu_worker.matmul_stdlib(48, 0, seconds)["gflops"]
 
 
 def disk_iops(path, blocks, seconds):

@@ -1,4 +1,4 @@
-"""Make the checkout importable as ansible_collections.continuum.hydra and share fixture paths."""
+"""Make the checkout importable as ansible_collections.continuum.hydra (pytest.ini puts collections/ on the path)."""
 
 import os
 import shutil
@@ -22,10 +22,8 @@ def _link_collection():
 
 
 _link_collection()
-# The collection root, and the folders holding the shared test helpers (helpers.py, fleet.py).
-for path in (COLLECTIONS, os.path.join(REPO, "tests"), os.path.join(REPO, "tests", "integration")):
-    if path not in sys.path:
-        sys.path.insert(0, path)
+# A fresh clone has no collections/ until now: forget the import system's "no such folder" answer for it.
+sys.path_importer_cache.pop(COLLECTIONS, None)
 
 
 def pytest_collection_modifyitems(config, items):

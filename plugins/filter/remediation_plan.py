@@ -1,10 +1,5 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 DOCUMENTATION = r"""
 name: remediation_plan

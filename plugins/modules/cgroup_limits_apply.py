@@ -3,10 +3,6 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 DOCUMENTATION = r"""
 module: cgroup_limits_apply
 short_description: Limit the memory, CPU and I/O of named processes, users or slices with cgroups
@@ -151,7 +147,7 @@ import pwd
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _cgroups
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import cgroups as _cgroups
 
 
 class Tree(object):

@@ -3,10 +3,6 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 DOCUMENTATION = r"""
 module: doctor
 short_description: Health and configuration checks of a GPU/ML host
@@ -168,7 +164,7 @@ catalogue:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _doctor
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
 
 
 def main():

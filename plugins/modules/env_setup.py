@@ -3,10 +3,6 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 DOCUMENTATION = r"""
 module: env_setup
 short_description: Reproducible NumPy/PyTorch virtualenvs, with a manifest of what is installed
@@ -230,8 +226,8 @@ pip_output:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils._env_setup import EnvSetupError
-from ansible_collections.continuum.hydra.plugins.module_utils._env_setup_host import setup
+from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.plan import EnvSetupError
+from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.venv import setup
 
 
 def main():

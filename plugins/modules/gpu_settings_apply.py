@@ -3,10 +3,6 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 DOCUMENTATION = r"""
 module: gpu_settings_apply
 short_description: Set NVIDIA GPU persistence mode, power limit, clocks, compute mode and ECC mode
@@ -149,9 +145,9 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _gpu_settings
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings as _gpu_settings
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
-from ansible_collections.continuum.hydra.plugins.module_utils._nvidia_smi_cli import NvidiaSmiCli
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 
 
 class Smi(NvidiaSmiCli):

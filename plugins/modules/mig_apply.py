@@ -3,10 +3,6 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 DOCUMENTATION = r"""
 module: mig_apply
 short_description: Set the MIG mode and GPU instance layout of NVIDIA GPUs
@@ -108,8 +104,9 @@ reset_required_gpus:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _gpu_settings, _mig
-from ansible_collections.continuum.hydra.plugins.module_utils._nvidia_smi_cli import NvidiaSmiCli
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import mig as _mig
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 
 
 class Smi(NvidiaSmiCli):
@@ -124,7 +121,7 @@ class Smi(NvidiaSmiCli):
                 if gpu["mig_current"] == "Enabled":
                     instances += _mig.parse_gpu_instances(
                         self.call(["mig", "-i", str(gpu["index"]), "-lgi"], allowed="No GPU instances found"))
-        except _gpu_settings.GpuSettingsError as exc:
+        except gpu_settings.GpuSettingsError as exc:
             self.module.fail_json(msg=str(exc))
         return gpus, apps, instances
 
@@ -162,9 +159,9 @@ def main():
     smi = Smi(module)
     gpus, apps, instances = smi.read()
     try:
-        selected = _gpu_settings.select(gpus, params["gpus"])
+        selected = gpu_settings.select(gpus, params["gpus"])
         steps = _mig.plan(selected, params["mode"], params["layout"], instances, apps)
-    except _gpu_settings.GpuSettingsError as exc:
+    except gpu_settings.GpuSettingsError as exc:
         module.fail_json(msg=str(exc))
     before = view(selected, instances)
     if module.check_mode or not steps:

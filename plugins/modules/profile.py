@@ -3,10 +3,6 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 DOCUMENTATION = r"""
 module: profile
 short_description: Static profile, sustained benchmarks under telemetry and a bottleneck verdict of a GPU/ML host
@@ -215,8 +211,8 @@ total_duration_ms:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _profile
-from ansible_collections.continuum.hydra.plugins.module_utils._bench.disk import Terminated
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import run as _profile
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.disk import Terminated
 
 
 def main():

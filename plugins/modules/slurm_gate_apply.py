@@ -3,10 +3,6 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 DOCUMENTATION = r"""
 module: slurm_gate_apply
 short_description: Drain the SLURM nodes doctor failed and resume the ones hydra drained that now pass
@@ -128,8 +124,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _slurm
-from ansible_collections.continuum.hydra.plugins.module_utils._probes import _command
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import slurm as _slurm
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 
 # After `state=resume` slurmctld reports IDLE+NOT_RESPONDING for about a second; the DRAIN flag is gone at once,
 # but a few reads are allowed before calling the change unverified.
@@ -141,7 +137,7 @@ class Gate(object):
     def __init__(self, module):
         self.module = module
         params = module.params
-        self.scontrol = _command.find_binary("scontrol", params["scontrol_path"])
+        self.scontrol = command.find_binary("scontrol", params["scontrol_path"])
         if not self.scontrol:
             module.fail_json(msg="scontrol: not found (%s); install the SLURM client or set scontrol_path"
                              % (params["scontrol_path"] or "not on PATH"))
@@ -151,8 +147,8 @@ class Gate(object):
     def scontrol_call(self, args):
         argv = [self.scontrol] + args
         try:
-            rc, out, err = _command.run(argv, self.timeout, env=self.env)
-        except (_command.ProbeError, _command.ProbeAbsent) as exc:
+            rc, out, err = command.run(argv, self.timeout, env=self.env)
+        except (command.ProbeError, command.ProbeAbsent) as exc:
             self.module.fail_json(msg=str(exc))
         if rc != 0:
             self.module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()), rc=rc)

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
 pytestmark = pytest.mark.integration
 

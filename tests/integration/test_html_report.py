@@ -13,16 +13,14 @@ from html.parser import HTMLParser
 
 import pytest
 
-from helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet
+from ansible_collections.continuum.hydra.tests.support.hostile_fleet import DRIFTER, HOSTILE_HOSTS, STRAGGLER, UNREACHABLE
 
-from fleet_factory import SyntheticFleet  # noqa: E402
-from hostile_fleet import DRIFTER, HOSTILE_HOSTS, STRAGGLER, UNREACHABLE  # noqa: E402
-
-from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import html  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import html
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not CHROMIUM, reason="chromium not installed (tests/utils/system-deps.sh)")]

@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from helpers import REPO, fixture_path
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO, fixture_path
 
 pytestmark = pytest.mark.integration
 

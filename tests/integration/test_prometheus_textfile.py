@@ -13,15 +13,13 @@ import urllib.request
 
 import pytest
 
-from helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
+from ansible_collections.continuum.hydra.tests.support.hostile_fleet import DRIFTER, STRAGGLER, hostile_report
+from ansible_collections.continuum.hydra.tests.support.prometheus import parse_prom
 
-from hostile_fleet import DRIFTER, STRAGGLER, hostile_report  # noqa: E402
-from test_fleet_renderers import parse_prom  # noqa: E402
-
-from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import prometheus  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import prometheus
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not (shutil.which("promtool") and shutil.which("prometheus-node-exporter")),

@@ -1,5 +1,5 @@
 """The fleet_report callback's settings, through real ansible-playbook runs of playbooks/doctor.yml over a
-simulated fleet (tests/integration/fleet.py): classes by inventory group, an expected-versions file, two
+simulated fleet (tests/support/fleet.py): classes by inventory group, an expected-versions file, two
 runs of history with a repeat-offender GPU, every format written and valid, AWX set_stats data, and bad
 settings that cost a line, never the report."""
 
@@ -12,12 +12,10 @@ import sys
 
 import pytest
 
-from fleet import GPU_ONLY, MACHINE_BOUND, PERSISTENCE_ON, UNCORRECTABLE_ECC, fixture, host_vars, plant, run_playbook, write_host_bin
-from helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.fleet import GPU_ONLY, MACHINE_BOUND, PERSISTENCE_ON, UNCORRECTABLE_ECC, fixture, host_vars, plant, run_playbook, write_host_bin
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
-
-from hostile_fleet import schema_validator  # noqa: E402
+from ansible_collections.continuum.hydra.tests.support.hostile_fleet import schema_validator
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from role_run import run_role
+from ansible_collections.continuum.hydra.tests.support.role_run import run_role
 
 pytestmark = pytest.mark.integration
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from helpers import fixture_path
-from role_run import fake_smi, read_state, run_role, setting_calls
+from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path
+from ansible_collections.continuum.hydra.tests.support.role_run import fake_smi, read_state, run_role, setting_calls
 
 pytestmark = pytest.mark.integration
 

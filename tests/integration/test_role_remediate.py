@@ -12,8 +12,8 @@ import sys
 import pytest
 import yaml
 
-from helpers import REPO, fixture_path
-from role_run import VENV_BIN, fake_smi, read_state, setting_calls
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO, fixture_path
+from ansible_collections.continuum.hydra.tests.support.role_run import VENV_BIN, fake_smi, read_state, setting_calls
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ import sys
 import pytest
 import yaml
 
-from fleet import UNCORRECTABLE_ECC, fixture, host_vars, plant, write_host_bin
-from helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.fleet import UNCORRECTABLE_ECC, fixture, host_vars, plant, write_host_bin
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
 pytestmark = pytest.mark.integration
 

@@ -1,17 +1,13 @@
 """Write docs/checks.md from the check registry: the catalogue has one source, the code.
 
-Usage: python tests/utils/gen_checks_doc.py > docs/checks.md (or `make docs`).
+Usage: `make docs` (PYTHONPATH=collections python tests/utils/gen_checks_doc.py > docs/checks.md).
 tests/unit/test_docs.py fails when docs/checks.md is out of date.
 """
 
-import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(REPO, "collections"))
-
-from ansible_collections.continuum.hydra.plugins.module_utils._checks import _registry  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._checks.catalogue import CATALOGUE  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry as _registry
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 
 
 def render():

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -10,13 +9,9 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import re
 
-from ansible_collections.continuum.hydra.plugins.module_utils._env_setup import canonical_name
+from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.plan import canonical_name
 
 DEFAULT_CLASS = "all"
 

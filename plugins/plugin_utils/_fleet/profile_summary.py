@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -12,10 +11,6 @@ whole result) and hands them to profile_summary(). Fleet-wide analysis
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
-
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
 
 GPU_FIGURES = ("bf16_tflops", "fp16_tflops", "fp32_tflops", "h2d_gbps", "d2h_gbps", "memory_bandwidth_gbps")
 TOP = 3

@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -8,13 +7,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
-from ansible_collections.continuum.hydra.plugins.module_utils._results import (
-    ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, overall_status, summarize,
-)
+from ansible_collections.continuum.hydra.plugins.module_utils._results import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, overall_status, summarize
 
 FLEET_SCHEMA_VERSION = "1.1.0"
 REPORT_KIND = "continuum.hydra.fleet_report"

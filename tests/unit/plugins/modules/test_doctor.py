@@ -16,7 +16,7 @@ def _main(capsys, **args):
 
 
 def test_list_checks_returns_the_catalogue_without_reading_the_host(capsys, monkeypatch):
-    from ansible_collections.continuum.hydra.plugins.module_utils._probes import catalogue
+    from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue
     monkeypatch.setattr(catalogue, "collect", lambda *a, **k: pytest.fail("probes ran"))
     code, out = _main(capsys, list_checks=True)
     assert code == 0 and out["changed"] is False

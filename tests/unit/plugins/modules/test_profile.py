@@ -34,7 +34,7 @@ def test_bad_benchmark_option_fails_with_one_line_naming_it(capsys):
 
 
 def test_sigterm_during_the_disk_benchmark_fails_the_task_cleanly(capsys, monkeypatch):
-    from ansible_collections.continuum.hydra.plugins.module_utils._bench import disk
+    from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk
 
     def terminated(**kwargs):
         raise disk.Terminated("terminated by signal 15")

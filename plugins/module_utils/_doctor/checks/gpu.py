@@ -1,0 +1,1034 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""GPU and driver checks: pure functions of the nvidia-smi, NVML, PCI, kernel module, kernel log,
+NVLink and Fabric Manager probes.
+
+Every check judges each GPU against its own hardware limits (the maxima and
+thresholds nvidia-smi reports) unless hydra_expect says otherwise, and names
+the GPUs it is not happy with in details.gpus.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import re
+from collections import Counter, OrderedDict
+
+from ansible_collections.continuum.hydra.plugins.module_utils._results import ERROR, FAIL, PASS, SKIP, WARN, finding, gpu_ref, worst
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import xid_table
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import check, expectation, expected
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.gpu import XID_WINDOW_HOURS
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
+
+GPU_COUNT = expectation("gpu_count", "int", "number of GPUs nvidia-smi must see")
+GPU_MODEL = expectation("gpu_model", "str", "text every GPU's product name must contain (case-insensitive), e.g. A100")
+DRIVER_MIN = expectation("driver_min", "str", "lowest accepted NVIDIA driver version, e.g. 535.104.05")
+DRIVER_MAX = expectation("driver_max", "str", "highest accepted NVIDIA driver version")
+CUDA_MIN = expectation("cuda_min", "str", "lowest CUDA version the driver must support, e.g. 12.2")
+PCIE_GEN = expectation("pcie_gen", "int", "PCIe generation each GPU link must reach under load (instead of its max)")
+PCIE_WIDTH = expectation("pcie_width", "int", "PCIe lanes each GPU link must have (instead of its max; 8 for x8 slots)")
+ECC_MODE = expectation("ecc_mode", "str", "ECC mode every GPU must have: enabled or disabled")
+MIG_MODE = expectation("mig_mode", "str", "MIG mode every MIG-capable GPU must have: enabled or disabled")
+PERSISTENCE_MODE = expectation("persistence_mode", "str", "enabled, or disabled where persistence off is intended")
+ECC_CORRECTABLE_WARN = expectation("ecc_correctable_warn", "int", "correctable ECC errors per GPU since boot before WARN",
+                                   default=100)
+TEMPERATURE_WARN = expectation("temperature_warn_c", "number", "GPU temperature (C) from which gpu.temperature WARNs")
+# Read by the kernel_log probe (it fetches only the window), declared here with the check that uses it.
+XID_WINDOW = expectation("xid_window_hours", "int", "hours of kernel log gpu.xid_errors reads", default=XID_WINDOW_HOURS)
+BUSY_UTIL = expectation("gpu_busy_util_pct", "int", "GPU utilization (%) from which a GPU counts as busy", default=10)
+PCIE_REPLAY_WARN = expectation("pcie_replay_warn", "int", "PCIe replays per GPU since driver load before WARN",
+                               default=100)
+ROW_REMAP_UNC_WARN = expectation("row_remap_uncorrectable_warn", "int",
+                                 "rows remapped for uncorrectable errors per GPU before WARN", default=512)
+RETIRED_DBE_FAIL = expectation("retired_pages_dbe_fail", "int",
+                               "pages retired for double-bit errors per GPU (pre-Ampere) before FAIL", default=15)
+
+MODES = ("enabled", "disabled")
+# DCGM's limit on retired pages per GPU (dcgm_gpu_hardware_limits.h): beyond it the GPU is to be replaced.
+RETIRED_PAGES_LIMIT = 60
+# A busy GPU below this share of its max SM clock, with no power cap to explain it, is held back.
+BUSY_CLOCK_FLOOR = 0.6
+
+RESET_OR_DRAIN = "Drain the node, reset the GPU (`nvidia-smi -r -i <index>` with no processes on it) or reboot"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _gpus(probes):
+    return probes["nvidia_smi"]["data"]["gpus"]
+
+
+def _detail(gpu, **values):
+    out = gpu_ref(gpu)
+    out.update(values)
+    return out
+
+
+def _label(detail):
+    """'GPU 2 (00000000:3B:00.0)'; 'GPU at 0000:3b:00' for an address nvidia-smi does not list."""
+    index, address = detail.get("index"), detail.get("pci_bus_id")
+    if index is None:
+        return "GPU at %s" % address
+    return "GPU %s (%s)" % (index, address) if address else "GPU %s" % index
+
+
+def _verdict(results, pass_message, remediation, skip_message=None):
+    """One finding from per-GPU results [(status, detail, phrase)]: the worst status, its GPUs named.
+
+    remediation is a string, or a dict per status. Details list the GPUs that are not PASS,
+    or every judged GPU when all pass.
+    """
+    if not results:
+        return finding(SKIP, skip_message or "no GPU reports what this check reads")
+    bad = [r for r in results if r[0] in (WARN, FAIL)]
+    if not bad:
+        return finding(PASS, pass_message, details={"gpus": [result[1] for result in results]})
+    status = worst(r[0] for r in bad)
+    top = [r for r in bad if r[0] == status]
+    named = "; ".join("%s: %s" % (_label(result[1]), result[2]) for result in top[:3])
+    more = " (and %d more)" % (len(top) - 3) if len(top) > 3 else ""
+    prefix = "%d of %d GPUs: " % (len(top), len(results)) if len(results) > 1 else ""
+    for result_status, detail, phrase in bad:
+        detail.update(status=result_status, problem=phrase)
+    advice = remediation.get(status) if isinstance(remediation, dict) else remediation
+    return finding(status, prefix + named + more, details={"gpus": [result[1] for result in bad]}, remediation=advice)
+
+
+def _choice(expect, key, choices=MODES):
+    """(lower-cased expectation or None, ERROR finding when the value is not one of choices)."""
+    value = expected(expect, key)
+    if value is None:
+        return None, None
+    if value.strip().lower() not in choices:
+        return None, finding(ERROR, "expect.%s: %r is not one of: %s" % (key, value, ", ".join(choices)),
+                             remediation="Set hydra_expect.%s to one of: %s." % (key, ", ".join(choices)))
+    return value.strip().lower(), None
+
+
+_VERSION = re.compile(r"^\d+(\.\d+)*$")
+
+
+def _version(text):
+    """'535.104.05' -> (535, 104, 5); None for anything else."""
+    text = (text or "").strip()
+    return tuple(int(part) for part in text.split(".")) if _VERSION.match(text) else None
+
+
+def _compare(left, right):
+    """-1, 0 or 1 comparing two version tuples part by part (missing parts count as 0)."""
+    size = max(len(left), len(right))
+    left, right = left + (0,) * (size - len(left)), right + (0,) * (size - len(right))
+    return (left > right) - (left < right)
+
+
+def _version_bounds(expect, *keys):
+    """({key: (text, tuple)} of the version expectations given, ERROR finding naming a bad one or None)."""
+    bounds = {}
+    for key in keys:
+        text = expected(expect, key)
+        if text is None:
+            continue
+        parsed = _version(text)
+        if parsed is None:
+            return None, finding(ERROR, "expect.%s: %r is not a dotted version such as 535.104.05" % (key, text),
+                                 remediation="Quote the version in hydra_expect.%s, e.g. \"535.104.05\"." % key)
+        bounds[key] = (text, parsed)
+    return bounds, None
+
+
+def _busy(gpu, expect):
+    util = gpu["utilization"]["gpu_pct"]
+    return util is not None and util >= expected(expect, BUSY_UTIL)
+
+
+def _mode(text):
+    value = (text or "").strip().lower()
+    return value if value in MODES else None
+
+
+def _models(gpus):
+    return ", ".join("%dx %s" % (count, name) for name, count in sorted(Counter(g["name"] for g in gpus).items()))
+
+
+# ---------------------------------------------------------------- driver and visibility
+
+
+@check("driver.nvidia_smi", "nvidia-smi works", uses=("nvidia_smi", "nvidia_pci"))
+def nvidia_smi_works(probes, expect):
+    """Reads whether `nvidia-smi -q -x` ran and parsed, and the NVIDIA GPUs on the PCI bus.
+
+    PASS when nvidia-smi answers; ERROR when it fails, hangs or returns unparsable XML (with its
+    error); FAIL when NVIDIA GPUs sit on the PCI bus but nvidia-smi is not installed; SKIP on a
+    host with neither (not a GPU host).
+
+    Remediation: install the NVIDIA driver (it ships nvidia-smi) or set `nvidia_smi_path`; an
+    nvidia-smi that hangs or errors points at a GPU or driver fault: read the kernel log for XIDs,
+    then reset the GPU or reboot.
+    """
+    smi, pci = probes["nvidia_smi"], probes["nvidia_pci"]
+    if smi["status"] == "ok":
+        data = smi["data"]
+        return finding(PASS, "nvidia-smi answers: driver %s, %d GPU(s)" % (data["driver_version"], len(data["gpus"])),
+                       details={"driver_version": data["driver_version"], "cuda_version": data["cuda_version"],
+                                "gpus": [gpu_ref(g) for g in data["gpus"]]})
+    if smi["status"] == "error":
+        return finding(ERROR, "nvidia-smi failed: %s" % smi["reason"],
+                       remediation="Run `nvidia-smi` by hand; an error or hang usually means a GPU or driver fault: "
+                                   "check the kernel log for XIDs, then reset the GPU or reboot the node.")
+    on_bus = pci["data"]["gpus"] if pci["status"] == "ok" else []
+    if on_bus:
+        return finding(FAIL, "%d NVIDIA GPU(s) on the PCI bus (%s) but %s" % (
+            len(on_bus), ", ".join(g["address"] for g in on_bus), smi["reason"]),
+            details={"pci_gpus": on_bus},
+            remediation="Install the NVIDIA driver (it ships nvidia-smi), or set nvidia_smi_path to where it is.")
+    return finding(SKIP, "no NVIDIA GPU on the PCI bus and %s" % smi["reason"])
+
+
+@check("driver.version", "Driver version", requires=("nvidia_smi",))
+def driver_version(probes, expect):
+    """Reads the driver version nvidia-smi reports, against `driver_min` / `driver_max`.
+
+    Versions compare numerically part by part (535.104.05 > 535.54.03). FAIL outside the range;
+    PASS inside it, or informational when no range is expected; ERROR when an expected bound is
+    not a dotted version.
+
+    Remediation: install a driver within the range (or fix the range in hydra_expect).
+    """
+    version = probes["nvidia_smi"]["data"]["driver_version"]
+    bounds, bad = _version_bounds(expect, DRIVER_MIN, DRIVER_MAX)
+    if bad:
+        return bad
+    if _version(version) is None:
+        status = WARN if bounds else SKIP
+        return finding(status, "nvidia-smi reports no usable driver version (%r)" % version,
+                       remediation="Check the driver installation (`nvidia-smi -q | head`)." if bounds else None)
+    details = {"driver_version": version, "driver_min": bounds.get(DRIVER_MIN, (None,))[0],
+               "driver_max": bounds.get(DRIVER_MAX, (None,))[0]}
+    if DRIVER_MIN in bounds and _compare(_version(version), bounds[DRIVER_MIN][1]) < 0:
+        return finding(FAIL, "driver %s is older than driver_min %s" % (version, bounds[DRIVER_MIN][0]), details,
+                       remediation="Upgrade the NVIDIA driver to %s or newer." % bounds[DRIVER_MIN][0])
+    if DRIVER_MAX in bounds and _compare(_version(version), bounds[DRIVER_MAX][1]) > 0:
+        return finding(FAIL, "driver %s is newer than driver_max %s" % (version, bounds[DRIVER_MAX][0]), details,
+                       remediation="Install a driver no newer than %s (or raise driver_max)." % bounds[DRIVER_MAX][0])
+    where = " (within the expected range)" if bounds else " (no driver_min/driver_max expected)"
+    return finding(PASS, "driver %s%s" % (version, where), details)
+
+
+@check("driver.kernel_module", "Kernel module matches the driver", requires=("kernel_module",), uses=("nvidia_smi",))
+def kernel_module(probes, expect):
+    """Reads the loaded nvidia kernel module's version (/proc/driver/nvidia/version) and nvidia-smi's driver version.
+
+    FAIL when they differ, or when nvidia-smi reports a driver/library version mismatch (the driver
+    was upgraded without a reboot); PASS when equal; SKIP when the module is not loaded or
+    nvidia-smi is absent; ERROR when nvidia-smi failed for another reason.
+
+    Remediation: reboot the node (or unload and reload the nvidia modules) so the kernel module
+    matches the installed user-space driver.
+    """
+    module = probes["kernel_module"]["data"]
+    smi = probes["nvidia_smi"]
+    remedy = ("Reboot the node, or stop every GPU process and reload the module (`rmmod nvidia_uvm nvidia_drm "
+              "nvidia_modeset nvidia && modprobe nvidia`), so the kernel module matches the installed driver.")
+    details = {"kernel_module_version": module["version"], "source": module["source"]}
+    if smi["status"] == "error":
+        if "mismatch" in (smi["reason"] or "").lower():
+            return finding(FAIL, "driver/library version mismatch (kernel module %s): %s" % (module["version"], smi["reason"]),
+                           details, remediation=remedy)
+        return finding(ERROR, "cannot compare: nvidia-smi failed: %s" % smi["reason"], details,
+                       remediation="See driver.nvidia_smi.")
+    if smi["status"] == "absent":
+        return finding(SKIP, "kernel module %s loaded, but %s" % (module["version"], smi["reason"]), details)
+    user_space = smi["data"]["driver_version"]
+    details["driver_version"] = user_space
+    if user_space != module["version"]:
+        return finding(FAIL, "kernel module %s but user-space driver %s: reboot or reload the module" % (
+            module["version"], user_space), details, remediation=remedy)
+    return finding(PASS, "kernel module %s matches the user-space driver" % module["version"], details)
+
+
+@check("cuda.driver_version", "CUDA version the driver supports", requires=("nvidia_smi",))
+def cuda_driver_version(probes, expect):
+    """Reads the highest CUDA version the installed driver supports (nvidia-smi's cuda_version).
+
+    Informational PASS; WARN when below `cuda_min` (applications built for a newer CUDA fail to
+    start); ERROR when `cuda_min` is not a dotted version.
+
+    Remediation: upgrade the NVIDIA driver to one that supports the CUDA version the workloads need.
+    """
+    version = probes["nvidia_smi"]["data"]["cuda_version"]
+    bounds, bad = _version_bounds(expect, CUDA_MIN)
+    if bad:
+        return bad
+    if _version(version) is None:
+        return finding(SKIP, "nvidia-smi reports no CUDA version (%r)" % version)
+    details = {"cuda_version": version, "cuda_min": bounds.get(CUDA_MIN, (None,))[0]}
+    if CUDA_MIN in bounds and _compare(_version(version), bounds[CUDA_MIN][1]) < 0:
+        return finding(WARN, "the driver supports CUDA up to %s, below cuda_min %s" % (version, bounds[CUDA_MIN][0]),
+                       details, remediation="Upgrade the NVIDIA driver to one supporting CUDA %s." % bounds[CUDA_MIN][0])
+    return finding(PASS, "the driver supports CUDA up to %s" % version, details)
+
+
+@check("gpu.nvml_available", "NVML usable from Python", requires=("nvidia_smi", "nvml"))
+def nvml_available(probes, expect):
+    """Reads whether pynvml (nvidia-ml-py) initialises NVML on this host.
+
+    PASS when it does; WARN when it fails although nvidia-smi works (monitoring agents and tools
+    using pynvml will fail too: usually libnvidia-ml.so is not on the loader path); SKIP when
+    pynvml is not installed or there is no nvidia-smi.
+
+    Remediation: make libnvidia-ml.so.1 loadable for Python (ldconfig, or the container's driver
+    mounts) and match nvidia-ml-py to the driver.
+    """
+    nvml = probes["nvml"]["data"]
+    if nvml["available"]:
+        return finding(PASS, "NVML initialises: driver %s, %d device(s)" % (nvml["driver_version"], len(nvml["devices"])),
+                       details={"driver_version": nvml["driver_version"]})
+    return finding(WARN, "NVML does not initialise from Python although nvidia-smi works: %s" % nvml["error"],
+                   details={"error": nvml["error"]},
+                   remediation="Make libnvidia-ml.so.1 loadable (run ldconfig; in containers mount the driver "
+                               "libraries) and keep nvidia-ml-py current.")
+
+
+@check("gpu.nvml_devices", "NVML lists the GPUs nvidia-smi sees", requires=("nvidia_smi", "nvml"))
+def nvml_devices(probes, expect):
+    """Reads the devices NVML lists (name, UUID, PCI bus id) and those nvidia-smi lists.
+
+    PASS when both list the same UUIDs; WARN when they differ; SKIP when NVML does not initialise
+    (gpu.nvml_available says why).
+
+    Remediation: a difference means two driver stacks or a container exposing different GPUs:
+    check NVIDIA_VISIBLE_DEVICES and that only one driver version is installed.
+    """
+    nvml = probes["nvml"]["data"]
+    if not nvml["available"]:
+        return finding(SKIP, "NVML not available: %s" % nvml["error"])
+    smi_uuids = set(g["uuid"] for g in _gpus(probes))
+    nvml_uuids = set(d["uuid"] for d in nvml["devices"])
+    details = {"nvml_devices": nvml["devices"], "only_nvidia_smi": sorted(smi_uuids - nvml_uuids),
+               "only_nvml": sorted(nvml_uuids - smi_uuids)}
+    if smi_uuids != nvml_uuids:
+        return finding(WARN, "NVML lists %d GPU(s), nvidia-smi %d; differing UUIDs: %s" % (
+            len(nvml_uuids), len(smi_uuids), ", ".join(sorted(smi_uuids ^ nvml_uuids))), details,
+            remediation="Check NVIDIA_VISIBLE_DEVICES and that a single driver version is installed.")
+    return finding(PASS, "NVML and nvidia-smi list the same %d GPU(s)" % len(smi_uuids), details)
+
+
+@check("runtime.gpu_passthrough", "GPUs on the PCI bus reach the driver",
+       requires=("nvidia_pci", "nvidia_smi"), uses=("host",))
+def gpu_passthrough(probes, expect):
+    """Reads the NVIDIA GPU functions in /sys/bus/pci, the GPUs nvidia-smi sees and whether this is a container, VM or WSL.
+
+    FAIL when a GPU on the PCI bus is neither seen by the driver nor handed to a VM (vfio-pci):
+    the driver failed to initialise it or it fell off the bus. PASS otherwise, saying when a
+    container sees only some host GPUs (normal) or when GPUs are bound to vfio-pci.
+
+    Remediation: read the kernel log (`dmesg | grep NVRM`) for the missing addresses; reseat or
+    reset the GPU, or reboot the node.
+    """
+    on_bus = probes["nvidia_pci"]["data"]["gpus"]
+    gpus = _gpus(probes)
+    host = probes["host"]["data"] if probes["host"]["status"] == "ok" else {}
+    runtime = "container" if host.get("is_container") else "WSL" if host.get("is_wsl") else "VM" if host.get("is_vm") else None
+    seen = set(pci_key(g["pci_bus_id"]) for g in gpus)
+    unseen = [g for g in on_bus if pci_key(g["address"]) not in seen]
+    to_vms = [g for g in unseen if g["driver"] == "vfio-pci"]
+    lost = [g for g in unseen if g["driver"] != "vfio-pci"]
+    details = {"runtime": runtime, "pci_gpus": on_bus, "driver_gpus": [gpu_ref(g) for g in gpus],
+               "not_seen_by_driver": [g["address"] for g in lost], "bound_to_vfio": [g["address"] for g in to_vms]}
+    if not on_bus:
+        where = " (in a %s, /sys shows no GPU function)" % runtime if runtime else ""
+        return finding(PASS, "the driver sees %d GPU(s); none on the visible PCI bus%s" % (len(gpus), where), details)
+    if lost and runtime == "container":
+        return finding(PASS, "container: %d of the host's %d GPUs are exposed to it" % (len(gpus), len(on_bus)), details)
+    if lost:
+        return finding(FAIL, "%d of %d NVIDIA GPUs on the PCI bus are not seen by the driver: %s" % (
+            len(lost), len(on_bus), ", ".join(g["address"] for g in lost)), details,
+            remediation="Read the kernel log (`dmesg | grep -i nvrm`) for these addresses; reseat or reset the "
+                        "GPU, or reboot the node.")
+    notes = ["%d bound to vfio-pci (passed to VMs)" % len(to_vms)] if to_vms else []
+    if runtime:
+        notes.append("running in a %s" % runtime)
+    return finding(PASS, "all %d NVIDIA GPUs on the PCI bus reach the driver%s" % (
+        len(on_bus) - len(to_vms), " (%s)" % "; ".join(notes) if notes else ""), details)
+
+
+@check("gpu.count", "GPU count", uses=("nvidia_smi", "nvidia_pci"))
+def gpu_count(probes, expect):
+    """Reads the GPUs nvidia-smi lists, against `gpu_count`, and the NVIDIA GPUs on the PCI bus.
+
+    FAIL when fewer or more GPUs are visible than expected, naming the missing count and the PCI
+    addresses the driver does not see; FAIL as well when a count is expected and nvidia-smi is
+    absent. PASS (informational) without an expectation; ERROR when nvidia-smi failed; SKIP with
+    neither nvidia-smi nor an expectation.
+
+    Remediation: find the missing GPU in the kernel log (XID 79, init failures) and reseat or
+    replace it; fix hydra_expect.gpu_count when the group's expectation is wrong.
+    """
+    want = expected(expect, GPU_COUNT)
+    smi, pci = probes["nvidia_smi"], probes["nvidia_pci"]
+    if smi["status"] == "error":
+        return finding(ERROR, "cannot count GPUs: nvidia-smi failed: %s" % smi["reason"], remediation="See driver.nvidia_smi.")
+    if smi["status"] == "absent":
+        if want is None:
+            return finding(SKIP, smi["reason"])
+        return finding(FAIL, "0 of %d expected GPUs visible: %s" % (want, smi["reason"]), {"expected": want, "seen": 0},
+                       remediation="Install the NVIDIA driver, then re-run doctor.")
+    gpus = smi["data"]["gpus"]
+    seen_keys = set(pci_key(g["pci_bus_id"]) for g in gpus)
+    unseen = [g["address"] for g in (pci["data"]["gpus"] if pci["status"] == "ok" else [])
+              if pci_key(g["address"]) not in seen_keys]
+    details = {"expected": want, "seen": len(gpus), "attached_gpus": smi["data"]["attached_gpus"],
+               "gpus": [gpu_ref(g) for g in gpus], "pci_not_seen_by_driver": unseen}
+    if want is None:
+        return finding(PASS, "%d GPU(s): %s (no gpu_count expected)" % (len(gpus), _models(gpus) or "none"), details)
+    if len(gpus) < want:
+        where = "; on the PCI bus but not seen by the driver: %s" % ", ".join(unseen) if unseen else ""
+        return finding(FAIL, "%d GPUs where %d are expected: %d missing%s" % (len(gpus), want, want - len(gpus), where),
+                       details, remediation="Look for the missing GPU in the kernel log (XID 79, RmInitAdapter failures); "
+                                            "reseat or replace it.")
+    if len(gpus) > want:
+        return finding(FAIL, "%d GPUs where %d are expected: %d more than expected" % (len(gpus), want, len(gpus) - want),
+                       details, remediation="Fix hydra_expect.gpu_count for this host's group, or move the host.")
+    return finding(PASS, "%d GPUs, as expected" % len(gpus), details)
+
+
+@check("gpu.model", "GPU model", uses=("nvidia_smi",))
+def gpu_model(probes, expect):
+    """Reads each GPU's product name, against `gpu_model` (a case-insensitive substring such as "A100-SXM4-80GB").
+
+    FAIL naming the GPUs whose name does not contain it, and when a model is expected but
+    nvidia-smi is absent; PASS (informational: the models present) without an expectation; ERROR
+    when nvidia-smi failed.
+
+    Remediation: move the host to the inventory group matching its GPUs, or fix hydra_expect.gpu_model.
+    """
+    want = expected(expect, GPU_MODEL)
+    smi = probes["nvidia_smi"]
+    if smi["status"] == "error":
+        return finding(ERROR, "cannot read GPU models: nvidia-smi failed: %s" % smi["reason"],
+                       remediation="See driver.nvidia_smi.")
+    if smi["status"] == "absent":
+        if want is None:
+            return finding(SKIP, smi["reason"])
+        return finding(FAIL, "no GPU visible where %s GPUs are expected: %s" % (want, smi["reason"]),
+                       remediation="Install the NVIDIA driver, then re-run doctor.")
+    gpus = smi["data"]["gpus"]
+    if want is None:
+        return finding(PASS, "%s (no gpu_model expected)" % (_models(gpus) or "no GPU"),
+                       {"gpus": [gpu_ref(g) for g in gpus]})
+    wrong = [g for g in gpus if want.lower() not in (g["name"] or "").lower()]
+    if wrong:
+        return finding(FAIL, "%d of %d GPUs are not %s: %s" % (len(wrong), len(gpus), want, "; ".join(
+            "%s is %s" % (_label(gpu_ref(g)), g["name"]) for g in wrong[:3])), {"gpus": [gpu_ref(g) for g in wrong]},
+            remediation="Move the host to the group matching its GPUs, or fix hydra_expect.gpu_model.")
+    if not gpus:
+        return finding(FAIL, "no GPU visible where %s GPUs are expected" % want,
+                       remediation="Check driver.nvidia_smi and the kernel log.")
+    return finding(PASS, "all %d GPUs are %s" % (len(gpus), want), {"gpus": [gpu_ref(g) for g in gpus]})
+
+
+# ---------------------------------------------------------------- configuration
+
+
+@check("gpu.persistence_mode", "Persistence mode", requires=("nvidia_smi",))
+def persistence_mode(probes, expect):
+    """Reads each GPU's persistence mode.
+
+    WARN for GPUs with persistence mode Disabled: the driver tears the GPU state down whenever
+    the last process exits, so every job start pays seconds of re-initialisation and settings
+    such as application clocks are lost. PASS when enabled, or when `persistence_mode: disabled`
+    says off is intended; SKIP where the driver does not report it.
+
+    Remediation: run the nvidia-persistenced service (`systemctl enable --now nvidia-persistenced`)
+    or `nvidia-smi -pm 1`.
+    """
+    wanted, bad = _choice(expect, PERSISTENCE_MODE)
+    if bad:
+        return bad
+    results = []
+    for gpu in _gpus(probes):
+        mode = _mode(gpu["persistence_mode"])
+        if mode is None:
+            continue
+        off = mode == "disabled" and wanted != "disabled"
+        results.append((WARN if off else PASS, _detail(gpu, persistence_mode=mode), "persistence mode is off"))
+    accepted = " (disabled accepted by expect.persistence_mode)" if wanted == "disabled" else ""
+    return _verdict(results, "persistence mode as intended on %d GPU(s)%s" % (len(results), accepted),
+                    "Enable it at boot: `systemctl enable --now nvidia-persistenced` (or `nvidia-smi -pm 1`, or the "
+                    "continuum.hydra.gpu_settings role with gpu_settings_persistence_mode).",
+                    skip_message="no GPU reports a persistence mode")
+
+
+@check("gpu.ecc_mode", "ECC mode", requires=("nvidia_smi",))
+def ecc_mode(probes, expect):
+    """Reads each GPU's current and pending ECC mode, against `ecc_mode`.
+
+    WARN when pending differs from current (a GPU reset or reboot is needed to apply it); FAIL
+    when the current mode differs from the expected one (or the GPU has no ECC where enabled is
+    expected), unless the pending mode fixes it (then WARN). PASS otherwise (informational without
+    an expectation); SKIP when no GPU supports ECC.
+
+    Remediation: `nvidia-smi -e 1 -i <index>` (or `-e 0`), then reset the GPU or reboot.
+    """
+    wanted, bad = _choice(expect, ECC_MODE)
+    if bad:
+        return bad
+    results = []
+    for gpu in _gpus(probes):
+        current, pending = _mode(gpu["ecc"]["current"]), _mode(gpu["ecc"]["pending"])
+        detail = _detail(gpu, current=current, pending=pending, expected=wanted)
+        if current is None:
+            if wanted == "enabled":
+                results.append((FAIL, detail, "no ECC support where ECC enabled is expected"))
+            continue
+        if wanted and current != wanted:
+            results.append((WARN if pending == wanted else FAIL, detail,
+                            "ECC %s, expected %s%s" % (current, wanted, " (pending: reset needed)" if pending == wanted else "")))
+        elif pending and pending != current:
+            results.append((WARN, detail, "ECC %s, pending %s: reboot/reset needed" % (current, pending)))
+        else:
+            results.append((PASS, detail, "ECC %s" % current))
+    modes = Counter(result[1]["current"] for result in results if result[1]["current"])
+    summary = ", ".join("%s on %d" % (mode, count) for mode, count in sorted(modes.items()))
+    target = "ECC %s" % wanted if wanted else "ECC mode set"
+    return _verdict(results, "ECC %s GPU(s)%s" % (summary, "" if wanted else " (no ecc_mode expected)"),
+                    {FAIL: "Set %s with `nvidia-smi -e %d -i <index>`, then reset the GPU or reboot." % (
+                        target, 1 if wanted == "enabled" else 0),
+                     WARN: "Reset the GPU (`nvidia-smi -r -i <index>`) or reboot to apply the pending ECC mode."},
+                    skip_message="no GPU supports ECC")
+
+
+@check("gpu.mig", "MIG mode", requires=("nvidia_smi",))
+def mig_mode(probes, expect):
+    """Reads each MIG-capable GPU's current and pending MIG mode and its MIG instances, against `mig_mode`.
+
+    WARN when pending differs from current (a GPU reset is needed); FAIL when the current mode
+    differs from the expected one (WARN when the pending mode fixes it) or when MIG is expected
+    on a GPU without MIG. PASS otherwise (informational without an expectation); SKIP when no
+    GPU supports MIG.
+
+    Remediation: `nvidia-smi -mig 1 -i <index>` (or `-mig 0`), then reset the GPU.
+    """
+    wanted, bad = _choice(expect, MIG_MODE)
+    if bad:
+        return bad
+    results = []
+    for gpu in _gpus(probes):
+        current, pending = _mode(gpu["mig"]["current"]), _mode(gpu["mig"]["pending"])
+        detail = _detail(gpu, current=current, pending=pending, instances=gpu["mig"]["instances"], expected=wanted)
+        if current is None:
+            if wanted == "enabled":
+                results.append((FAIL, detail, "no MIG support where MIG enabled is expected"))
+            continue
+        if wanted and current != wanted:
+            results.append((WARN if pending == wanted else FAIL, detail,
+                            "MIG %s, expected %s%s" % (current, wanted, " (pending: reset needed)" if pending == wanted else "")))
+        elif pending and pending != current:
+            results.append((WARN, detail, "MIG %s, pending %s: reset needed" % (current, pending)))
+        else:
+            results.append((PASS, detail, "MIG %s" % current))
+    enabled = [result[1] for result in results if result[1]["current"] == "enabled"]
+    return _verdict(results, "MIG enabled on %d of %d capable GPU(s) (%d instances)%s" % (
+        len(enabled), len(results), sum(d["instances"] for d in enabled), "" if wanted else "; no mig_mode expected"),
+        {FAIL: "Set the MIG mode with `nvidia-smi -mig %d -i <index>`, then reset the GPU." % (1 if wanted == "enabled" else 0),
+         WARN: "Reset the GPU (`nvidia-smi -r -i <index>`) to apply the pending MIG mode."},
+        skip_message="no GPU supports MIG")
+
+
+# ---------------------------------------------------------------- health
+
+
+@check("gpu.ecc_errors", "ECC errors", requires=("nvidia_smi",))
+def ecc_errors(probes, expect):
+    """Reads each GPU's volatile (since driver load) and aggregate (lifetime) ECC counters, DRAM and SRAM.
+
+    FAIL when an uncorrectable error is counted since the driver loaded (volatile, DRAM or SRAM);
+    WARN when only the lifetime (aggregate) count has uncorrectable errors (an old event the
+    memory may have remapped: gpu.row_remap judges whether it did), when volatile correctable
+    errors exceed `ecc_correctable_warn` (default 100) or when the SRAM error threshold is
+    exceeded; PASS otherwise; SKIP when no GPU has ECC counters (ECC off or unsupported).
+
+    Remediation: drain the node, reset the GPU and re-check; replace the GPU when uncorrectable
+    errors recur. A lifetime count alone: check gpu.row_remap, then clear the counters with
+    `nvidia-smi -p 1` once the event is understood.
+    """
+    threshold = expected(expect, ECC_CORRECTABLE_WARN)
+    results = []
+    for gpu in _gpus(probes):
+        volatile, aggregate = gpu["ecc"]["volatile"], gpu["ecc"]["aggregate"]
+        if volatile["correctable"] is None and volatile["uncorrectable"] is None and aggregate["uncorrectable"] is None:
+            continue
+        current = _uncorrectable(volatile, "volatile")
+        lifetime = _uncorrectable(aggregate, "aggregate")
+        correctable = volatile["correctable"] or 0
+        detail = _detail(gpu, volatile=volatile, aggregate=aggregate)
+        if current:
+            results.append((FAIL, detail, "uncorrectable ECC errors since the driver loaded (%s)" % _counts(current)))
+        elif lifetime:
+            results.append((WARN, detail, "uncorrectable ECC errors in the lifetime count only (%s)" % _counts(lifetime)))
+        elif correctable > threshold:
+            results.append((WARN, detail, "%d correctable ECC errors since boot (over %d)" % (correctable, threshold)))
+        elif gpu["ecc"]["sram_threshold_exceeded"]:
+            results.append((WARN, detail, "SRAM correctable error threshold exceeded"))
+        else:
+            results.append((PASS, detail, "no uncorrectable errors"))
+    return _verdict(results, "no uncorrectable ECC errors on %d GPU(s)" % len(results),
+                    {FAIL: RESET_OR_DRAIN + "; replace the GPU if uncorrectable errors recur.",
+                     WARN: "Watch the GPU: check gpu.row_remap, reset it at the next maintenance window and replace it "
+                           "if errors recur; clear a reviewed lifetime count with nvidia-smi -p 1."},
+                    skip_message="no GPU reports ECC counters (ECC disabled or unsupported)")
+
+
+def _uncorrectable(counts, scope):
+    """Non-zero uncorrectable counts of one scope, by memory kind (the total where no split is reported)."""
+    found = OrderedDict(("%s %s" % (scope, kind), counts["%s_uncorrectable" % kind.lower()])
+                        for kind in ("DRAM", "SRAM") if counts["%s_uncorrectable" % kind.lower()])
+    if not found and counts["uncorrectable"]:
+        found["%s total" % scope] = counts["uncorrectable"]
+    return found
+
+
+def _counts(found):
+    return ", ".join("%s %d" % (k, v) for k, v in found.items())
+
+
+@check("gpu.row_remap", "Row remapping / page retirement", requires=("nvidia_smi",))
+def row_remap(probes, expect):
+    """Reads row remapping (Ampere and newer) or retired pages (older GPUs) of each GPU.
+
+    Row remapping: FAIL on a remapping failure; WARN when a remap is pending (a GPU reset is
+    needed to apply it), when rows remapped for uncorrectable errors reach
+    `row_remap_uncorrectable_warn` (default 512), or when a memory bank has no spare row left.
+    Retired pages: WARN when a retirement is pending; FAIL when pages retired for double-bit
+    errors reach `retired_pages_dbe_fail` (default 15, DCGM's soft limit) or all retired pages
+    reach 60 (DCGM's limit). SKIP where neither is reported (GeForce boards; MIG-enabled GPUs do
+    not report remapping).
+
+    Remediation: reset the GPU to apply pending remaps/retirements; replace a GPU with a remap
+    failure or too many retired pages.
+    """
+    unc_warn, dbe_fail = expected(expect, ROW_REMAP_UNC_WARN), expected(expect, RETIRED_DBE_FAIL)
+    results = []
+    for gpu in _gpus(probes):
+        remap, retired = gpu["remapped_rows"], gpu["retired_pages"]
+        if remap is not None:
+            detail = _detail(gpu, remapped_rows=remap)
+            exhausted = remap["histogram"].get("none") or 0
+            if remap["failure"]:
+                results.append((FAIL, detail, "row remapping failed"))
+            elif remap["pending"]:
+                results.append((WARN, detail, "row remap pending: reset needed"))
+            elif (remap["uncorrectable"] or 0) >= unc_warn:
+                results.append((WARN, detail, "%d rows remapped for uncorrectable errors" % remap["uncorrectable"]))
+            elif exhausted:
+                results.append((WARN, detail, "%d memory bank(s) have no spare row left" % exhausted))
+            else:
+                results.append((PASS, detail, "no pending or failed remap"))
+        elif retired["single_bit"] is not None or retired["double_bit"] is not None:
+            detail = _detail(gpu, retired_pages=retired)
+            dbe, total = retired["double_bit"] or 0, (retired["single_bit"] or 0) + (retired["double_bit"] or 0)
+            if dbe >= dbe_fail or total >= RETIRED_PAGES_LIMIT:
+                results.append((FAIL, detail, "%d pages retired (%d for double-bit errors)" % (total, dbe)))
+            elif retired["pending"]:
+                results.append((WARN, detail, "page retirement pending: reset needed"))
+            else:
+                results.append((PASS, detail, "%d pages retired" % total))
+    mig = any(_mode(g["mig"]["current"]) == "enabled" and g["remapped_rows"] is None for g in _gpus(probes))
+    return _verdict(results, "no pending or failed row remap / page retirement on %d GPU(s)" % len(results),
+                    {FAIL: "Drain the node and replace the GPU (remapping failed or retired pages at the limit).",
+                     WARN: RESET_OR_DRAIN + " to apply a pending remap or retirement; replace the GPU when spare rows "
+                                            "run out or remaps keep growing."},
+                    skip_message="no GPU reports row remapping or retired pages%s" % (
+                        " (not reported while MIG is enabled)" if mig else ""))
+
+
+def _xid_info(code):
+    mnemonic, action = xid_table.XID_CATALOG.get(code, (None, None))
+    severity = xid_table.SEVERITY_OVERRIDES.get(code) or xid_table.SEVERITY_BY_ACTION.get(action) or xid_table.WARNING
+    return {"mnemonic": mnemonic, "nvidia_action": action, "severity": severity,
+            "description": xid_table.DESCRIPTIONS.get(code) or mnemonic or "not in NVIDIA's XID catalogue"}
+
+
+_ACTION_ADVICE = OrderedDict((
+    ("RESTART_BM", "power-cycle the node"),
+    ("RESTART_VM", "restart the VM"),
+    ("RESET_GPU", "reset the GPU (`nvidia-smi -r -i <index>`) or reboot"),
+    ("WORKFLOW_XID_48", "reset the GPU and replace it if double-bit errors recur"),
+    ("WORKFLOW_NVLINK_ERR", "reset the GPUs and check the NVLink/NVSwitch fabric"),
+    ("WORKFLOW_NVLINK5_ERR", "reset the GPUs and check the NVLink/NVSwitch fabric"),
+    ("CHECK_MECHANICALS", "check power cabling and cooling"),
+    ("UPDATE_SWFW", "update the driver and firmware"),
+    ("CHECK_UVM", "check the nvidia-uvm module"),
+    ("UNEXPECTED_ERR_REPORT_ISSUE", "collect `nvidia-bug-report.sh` and report it to NVIDIA"),
+))
+
+
+@check("gpu.xid_errors", "XID errors in the kernel log", requires=("kernel_log",), uses=("nvidia_smi",))
+def xid_errors(probes, expect):
+    """Reads the NVRM Xid lines of the kernel log within `xid_window_hours` (default 24) and maps each PCI address to its GPU.
+
+    Each code is graded from NVIDIA's XID catalogue (kept as data in xid_table.py, with its
+    source): critical (NVIDIA says reset the GPU or reboot: 48 DBE, 64, 74 NVLink, 79 fallen off
+    the bus, 95 uncontained ECC, 119/120 GSP, ...) is a FAIL; warning (63 row remap recorded,
+    92 high single-bit ECC rate, 94 contained ECC, codes NVIDIA asks to report, unknown codes) a
+    WARN; application faults and benign codes (13, 31, 43, 45, ...) are listed but PASS. Repeats
+    of one code on one GPU are counted once. SKIP on a host with no NVIDIA driver and no XID.
+    A repaired GPU keeps failing until its XIDs age out of the window.
+
+    Remediation: drain the node and follow NVIDIA's action for each code (power-cycle for 79,
+    GPU reset for most others); run nvidia-bug-report.sh before a reset when NVIDIA support is involved.
+    """
+    log = probes["kernel_log"]["data"]
+    smi = probes["nvidia_smi"]
+    window = "last %d h" % log["window_hours"] if log["window_applied"] else "log since boot"
+    if not log["xids"]:
+        if smi["status"] == "absent":
+            return finding(SKIP, "no XID in the kernel log (%s) and no NVIDIA driver: %s" % (window, smi["reason"]))
+        return finding(PASS, "no XID in the kernel log (%s, from %s)" % (window, log["source"]),
+                       {"source": log["source"], "window_hours": log["window_hours"]})
+    by_pci = dict((pci_key(g["pci_bus_id"]), g) for g in (smi["data"]["gpus"] if smi["status"] == "ok" else []))
+    groups = OrderedDict()
+    for event in log["xids"]:
+        key = (event["pci"], event["code"])
+        if key not in groups:
+            gpu = by_pci.get(event["pci"])
+            ref = gpu_ref(gpu) if gpu else {"index": None, "pci_bus_id": event["pci"],
+                                            "uuid": log["gpu_uuids"].get(event["pci"]), "name": None}
+            groups[key] = dict(ref, xid=event["code"], count=0, first_seen=event["timestamp"], **_xid_info(event["code"]))
+        group = groups[key]
+        group.update(count=group["count"] + 1, last_seen=event["timestamp"], last_message=event["message"])
+    entries = list(groups.values())
+    severities = {xid_table.CRITICAL: FAIL, xid_table.WARNING: WARN, xid_table.INFO: PASS}
+    status = worst(severities[e["severity"]] for e in entries)
+    details = {"source": log["source"], "window_hours": log["window_hours"], "window_applied": log["window_applied"],
+               "gpus": entries, "xids_dropped": log["xids_dropped"]}
+    if status == PASS:
+        codes = Counter()
+        for entry in entries:
+            codes[entry["xid"]] += entry["count"]
+        return finding(PASS, "no hardware XID (%s); %d application-level XID(s) listed: %s" % (
+            window, sum(codes.values()), ", ".join("%d x%d" % item for item in sorted(codes.items()))), details)
+    top = [e for e in entries if severities[e["severity"]] == status]
+    message = "; ".join("XID %d (%s) x%d on %s" % (e["xid"], e["description"], e["count"], _label(e)) for e in top[:3])
+    more = " (and %d more)" % (len(top) - 3) if len(top) > 3 else ""
+    actions = list(OrderedDict.fromkeys(
+        advice for action, advice in _ACTION_ADVICE.items() if any(e["nvidia_action"] == action for e in top)))
+    remediation = "Drain the node, then %s; XIDs stay in this check until they age out of the %d h window." % (
+        "; ".join(actions) or "investigate the codes in NVIDIA's XID catalogue", log["window_hours"])
+    return finding(status, "%s%s (%s)" % (message, more, window), details, remediation=remediation)
+
+
+@check("gpu.pcie_link", "PCIe link width and generation", requires=("nvidia_smi",))
+def pcie_link(probes, expect):
+    """Reads each GPU's current and maximum PCIe link width and generation, and its utilization.
+
+    A link below its width on a busy GPU (utilization at or above `gpu_busy_util_pct`, default
+    10 %) is a FAIL; on an idle GPU a WARN "re-check under load": links may narrow at idle and a
+    slot may be narrower than the card (the healthy T4 and A10G recordings show x8 of x16). A
+    lowered generation on an idle GPU is power saving and passes; under load it is a FAIL. With
+    `pcie_width` / `pcie_gen` expected, those are the targets instead of the GPU's maxima.
+
+    Remediation: reseat the GPU or riser and check the slot; set hydra_expect.pcie_width when the
+    slot is narrower by design.
+    """
+    want_width, want_gen = expected(expect, PCIE_WIDTH), expected(expect, PCIE_GEN)
+    results = []
+    for gpu in _gpus(probes):
+        link = gpu["pcie"]
+        width, gen = link["width_current"], link["gen_current"]
+        target_width = want_width or link["width_max"]
+        target_gen = want_gen or link["gen_max"] or (
+            min(link["gen_device_max"], link["gen_host_max"]) if link["gen_device_max"] and link["gen_host_max"] else None)
+        if width is None and gen is None:
+            continue
+        busy = _busy(gpu, expect)
+        load = "busy (%s %%)" % gpu["utilization"]["gpu_pct"] if busy else "idle"
+        detail = _detail(gpu, width=width, target_width=target_width, gen=gen, target_gen=target_gen,
+                         utilization_pct=gpu["utilization"]["gpu_pct"])
+        narrow = width is not None and target_width is not None and width < target_width
+        slow = gen is not None and target_gen is not None and gen < target_gen
+        if narrow and busy:
+            results.append((FAIL, detail, "x%s of x%s while %s" % (width, target_width, load)))
+        elif slow and busy:
+            results.append((FAIL, detail, "PCIe gen %s of %s while %s" % (gen, target_gen, load)))
+        elif narrow:
+            results.append((WARN, detail, "x%s of x%s at idle: re-check under load" % (width, target_width)))
+        else:
+            results.append((PASS, detail, "x%s gen %s" % (width, gen)))
+    return _verdict(results, "PCIe links at full width on %d GPU(s) (generation judged under load only)" % len(results),
+                    {FAIL: "Reseat the GPU or riser and check the slot; if the slot is narrower by design set "
+                           "hydra_expect.pcie_width (or pcie_gen).",
+                     WARN: "Re-run doctor while the GPU is busy; if the link stays narrow, reseat the card, or set "
+                           "hydra_expect.pcie_width when the slot is x8 by design."},
+                    skip_message="no GPU reports its PCIe link")
+
+
+@check("gpu.pcie_replay", "PCIe replays", requires=("nvidia_smi",))
+def pcie_replay(probes, expect):
+    """Reads each GPU's PCIe replay counter and replay rollover counter (since driver load).
+
+    WARN when replays exceed `pcie_replay_warn` (default 100) or the counter rolled over: the link
+    retransmits corrupted packets (signal integrity: riser, slot, cable). PASS otherwise.
+
+    Remediation: reseat the GPU, riser or retimer cable; compare with the other GPUs of the host.
+    """
+    threshold = expected(expect, PCIE_REPLAY_WARN)
+    results = []
+    for gpu in _gpus(probes):
+        replays, rollovers = gpu["pcie"]["replay_counter"], gpu["pcie"]["replay_rollover_counter"]
+        if replays is None:
+            continue
+        detail = _detail(gpu, replays=replays, rollovers=rollovers)
+        if rollovers:
+            results.append((WARN, detail, "PCIe replay counter rolled over %d time(s)" % rollovers))
+        elif replays > threshold:
+            results.append((WARN, detail, "%d PCIe replays (over %d)" % (replays, threshold)))
+        else:
+            results.append((PASS, detail, "%d PCIe replays" % replays))
+    return _verdict(results, "PCIe replays within %d on %d GPU(s)" % (threshold, len(results)),
+                    "Reseat the GPU, riser or cable; a rising replay count means a marginal link.",
+                    skip_message="no GPU reports PCIe replays")
+
+
+# Clock event reasons: which are a verdict, and which merely explain a clock.
+_BENIGN_REASONS = ("gpu_idle", "applications_clocks_setting", "display_clocks_setting", "sync_boost", "sw_power_cap")
+_THERMAL_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown")
+
+
+@check("gpu.clock_throttle_reasons", "Clock throttle reasons", requires=("nvidia_smi",))
+def clock_throttle_reasons(probes, expect):
+    """Reads each GPU's active clock event (throttle) reasons.
+
+    Idle, application-clock, display-clock, sync-boost and software power cap are benign (a GPU
+    at its power limit under load is normal). Thermal slowdown (hardware or software) is a WARN:
+    the usual cause is airflow or ambient temperature and it recovers when cooled. HW power
+    brake, and HW slowdown not explained by a thermal reason, are a FAIL: they are asserted by
+    the board or the system power supply, cut clocks by half or more and point at power delivery.
+    SKIP when no reason is reported.
+
+    Remediation: thermal: check fans, airflow and inlet temperature; power brake / HW slowdown:
+    check the PSUs and power cabling, then reset the GPU.
+    """
+    results = []
+    for gpu in _gpus(probes):
+        reasons = gpu["clock_event_reasons"]
+        if not reasons:
+            continue
+        active = sorted(reason for reason, on in reasons.items() if on)
+        detail = _detail(gpu, active_reasons=active)
+        thermal = [r for r in active if r in _THERMAL_REASONS]
+        brake = [r for r in active if r == "hw_power_brake_slowdown" or (r == "hw_slowdown" and "hw_thermal_slowdown" not in active)]
+        if brake:
+            results.append((FAIL, detail, "clocks held down by %s" % ", ".join(brake)))
+        elif thermal:
+            results.append((WARN, detail, "thermal slowdown active (%s)" % ", ".join(thermal)))
+        else:
+            results.append((PASS, detail, ", ".join(active) or "none active"))
+    return _verdict(results, "no harmful clock throttle reason active on %d GPU(s)" % len(results),
+                    {FAIL: "Check the power supplies and GPU power cabling (power brake / HW slowdown), then reset the GPU.",
+                     WARN: "Check fans, airflow and inlet temperature; see gpu.temperature."},
+                    skip_message="no GPU reports clock event reasons")
+
+
+def _headroom(temp, limit_c, tlimit_threshold):
+    """Degrees left below a limit, from absolute temperatures or from T.Limit values."""
+    if temp["gpu_c"] is not None and limit_c is not None:
+        return limit_c - temp["gpu_c"]
+    if temp["tlimit_c"] is not None and tlimit_threshold is not None:
+        return temp["tlimit_c"] - tlimit_threshold
+    return None
+
+
+@check("gpu.temperature", "GPU temperature", requires=("nvidia_smi",))
+def temperature(probes, expect):
+    """Reads each GPU's temperature against its own slowdown and maximum operating thresholds (or T.Limit margins).
+
+    FAIL at or past the slowdown threshold (the hardware is cutting clocks); WARN at or past the
+    maximum operating temperature, within 5 C of slowdown when no operating limit is reported,
+    with memory at or past its maximum, or at or above `temperature_warn_c` when expected.
+    PASS otherwise; SKIP when no temperature is reported.
+
+    Remediation: check fans, airflow, blanking panels and inlet temperature; move load off the GPU
+    until it cools.
+    """
+    warn_at = expected(expect, TEMPERATURE_WARN)
+    results = []
+    for gpu in _gpus(probes):
+        temp = gpu["temperature"]
+        if temp["gpu_c"] is None and temp["tlimit_c"] is None:
+            continue
+        to_slowdown = _headroom(temp, temp["slowdown_c"], temp["slowdown_tlimit_c"])
+        to_max = _headroom(temp, temp["max_operating_c"], temp["max_operating_tlimit_c"])
+        detail = _detail(gpu, temperature_c=temp["gpu_c"], memory_c=temp["memory_c"], to_slowdown_c=to_slowdown,
+                         to_max_operating_c=to_max)
+        shown = "%s C" % temp["gpu_c"] if temp["gpu_c"] is not None else "T.Limit %s C" % temp["tlimit_c"]
+        if to_slowdown is not None and to_slowdown <= 0:
+            results.append((FAIL, detail, "%s: at its slowdown threshold" % shown))
+        elif to_max is not None and to_max <= 0:
+            results.append((WARN, detail, "%s: past its maximum operating temperature" % shown))
+        elif to_max is None and to_slowdown is not None and to_slowdown <= 5:
+            results.append((WARN, detail, "%s: %s C below slowdown" % (shown, to_slowdown)))
+        elif temp["memory_c"] is not None and temp["memory_max_c"] is not None and temp["memory_c"] >= temp["memory_max_c"]:
+            results.append((WARN, detail, "memory %s C at its maximum %s C" % (temp["memory_c"], temp["memory_max_c"])))
+        elif warn_at is not None and temp["gpu_c"] is not None and temp["gpu_c"] >= warn_at:
+            results.append((WARN, detail, "%s, at or above temperature_warn_c %s" % (shown, warn_at)))
+        else:
+            results.append((PASS, detail, shown))
+    return _verdict(results, "temperatures below their limits on %d GPU(s)" % len(results),
+                    "Check fans, airflow, blanking panels and inlet temperature; move load off the GPU until it cools.",
+                    skip_message="no GPU reports a temperature")
+
+
+@check("gpu.power", "Power limit", requires=("nvidia_smi",))
+def power(probes, expect):
+    """Reads each GPU's power draw, enforced power limit and default power limit.
+
+    WARN "power capped" when the enforced limit is below the default (someone ran `nvidia-smi
+    -pl` or a platform cap applies): the GPU cannot reach its rated performance. PASS otherwise
+    (a GPU drawing up to its limit under load is normal); SKIP when no limit is reported.
+
+    Remediation: restore the default with `nvidia-smi -pl <default watts> -i <index>` unless the
+    cap is intended.
+    """
+    results = []
+    for gpu in _gpus(probes):
+        watts = gpu["power"]
+        if watts["limit_w"] is None:
+            continue
+        detail = _detail(gpu, draw_w=watts["draw_w"], limit_w=watts["limit_w"], default_limit_w=watts["default_limit_w"])
+        if watts["default_limit_w"] is not None and watts["limit_w"] < watts["default_limit_w"] - 0.5:
+            results.append((WARN, detail, "power capped: limit %s W below the default %s W" % (
+                watts["limit_w"], watts["default_limit_w"])))
+        else:
+            results.append((PASS, detail, "%s of %s W" % (watts["draw_w"], watts["limit_w"])))
+    return _verdict(results, "power limits at their defaults on %d GPU(s)" % len(results),
+                    "Restore the default limit with `nvidia-smi -pl <default watts> -i <index>` (or the "
+                    "continuum.hydra.gpu_settings role) unless the cap is intended.",
+                    skip_message="no GPU reports a power limit")
+
+
+@check("gpu.clocks", "Clocks", requires=("nvidia_smi",))
+def clocks(probes, expect):
+    """Reads each GPU's SM clock against its maximum, and its application clocks against their defaults.
+
+    WARN when application clocks were lowered below the default application clocks
+    (`nvidia-smi -ac`); defaults below the boost maximum are NVIDIA's and pass (T4: 585 of 1590
+    MHz, A100: 1275 of 1410 MHz in the recordings). WARN when a busy GPU (see
+    `gpu_busy_util_pct`) runs its SM clock below 60 % of the maximum with no power cap to explain
+    it. PASS otherwise; SKIP when no clock is reported.
+
+    Remediation: reset application clocks with `nvidia-smi -rac`; for a slow busy GPU read
+    gpu.clock_throttle_reasons and gpu.temperature.
+    """
+    results = []
+    for gpu in _gpus(probes):
+        current, top = gpu["clocks"]["sm_mhz"], gpu["max_clocks"]["sm_mhz"]
+        app, default = gpu["applications_clocks"]["graphics_mhz"], gpu["default_applications_clocks"]["graphics_mhz"]
+        if current is None and app is None:
+            continue
+        detail = _detail(gpu, sm_mhz=current, max_sm_mhz=top, application_mhz=app, default_application_mhz=default)
+        power_bound = gpu["clock_event_reasons"].get("sw_power_cap")
+        if app is not None and default is not None and app < default:
+            results.append((WARN, detail, "application clocks lowered to %s of the default %s MHz" % (app, default)))
+        elif _busy(gpu, expect) and current and top and current < BUSY_CLOCK_FLOOR * top and not power_bound:
+            results.append((WARN, detail, "SM clock %s of %s MHz while busy (%s %%)" % (
+                current, top, gpu["utilization"]["gpu_pct"])))
+        else:
+            results.append((PASS, detail, "SM %s of %s MHz" % (current, top)))
+    return _verdict(results, "clocks as configured on %d GPU(s)" % len(results),
+                    "Reset application clocks with `nvidia-smi -rac -i <index>`; for a slow busy GPU read "
+                    "gpu.clock_throttle_reasons and gpu.temperature.",
+                    skip_message="no GPU reports clocks")
+
+
+# ---------------------------------------------------------------- fabric
+
+
+def _by_uuid_or_index(gpus):
+    table = {}
+    for gpu in gpus:
+        table[gpu["uuid"]] = gpu
+        table[gpu["index"]] = gpu
+    return table
+
+
+@check("gpu.nvlink", "NVLink links", requires=("nvidia_smi", "nvlink"))
+def nvlink(probes, expect):
+    """Reads the state (and, from nvidia-smi, speed) of every NVLink link of every GPU.
+
+    FAIL when some links of a GPU are inactive while others are up, or when an SXM GPU has no
+    active link; WARN when no link is active on a PCIe board (no bridge fitted?), when a link
+    state is unreadable, or when a link runs slower than the others. PASS when all links are up
+    at one speed; SKIP on GPUs without NVLink.
+
+    Remediation: reset the GPUs; on NVSwitch systems check gpu.fabric_manager; reseat NVLink
+    bridges on PCIe boards.
+    """
+    known = _by_uuid_or_index(_gpus(probes))
+    results = []
+    for linked in probes["nvlink"]["data"]["gpus"]:
+        links = linked["links"]
+        if not links:
+            continue
+        gpu = known.get(linked["uuid"]) or known.get(linked["index"]) or {
+            "index": linked["index"], "uuid": linked["uuid"], "name": linked["name"], "pci_bus_id": None}
+        down = [l["link"] for l in links if l["active"] is False]
+        unknown = [l["link"] for l in links if l["active"] is None]
+        speeds = sorted(set(l["speed_gbps"] for l in links if l["speed_gbps"] is not None))
+        detail = _detail(gpu, links=len(links), inactive=down, unknown=unknown, speeds_gbps=speeds)
+        if down and len(down) < len(links):
+            results.append((FAIL, detail, "%d of %d links inactive (%s)" % (len(down), len(links), ", ".join(map(str, down)))))
+        elif down and "SXM" in (gpu.get("name") or ""):
+            results.append((FAIL, detail, "no active NVLink on an SXM GPU (%d links down)" % len(links)))
+        elif down:
+            results.append((WARN, detail, "no active NVLink (%d links): no bridge fitted?" % len(links)))
+        elif unknown:
+            results.append((WARN, detail, "state of link(s) %s unreadable" % ", ".join(map(str, unknown))))
+        elif len(speeds) > 1:
+            results.append((WARN, detail, "links at different speeds: %s GB/s" % ", ".join("%g" % s for s in speeds)))
+        else:
+            results.append((PASS, detail, "%d links up" % len(links)))
+    return _verdict(results, "all NVLink links up on %d GPU(s)" % len(results),
+                    {FAIL: "Reset the GPUs; on NVSwitch systems check gpu.fabric_manager; if links stay down, the "
+                           "GPU board or baseboard needs service.",
+                     WARN: "Check NVLink bridges (PCIe boards) or exclude gpu.nvlink where none is fitted by design."},
+                    skip_message="no GPU has NVLink")
+
+
+@check("gpu.fabric_manager", "Fabric Manager (NVSwitch systems)", requires=("nvidia_smi", "fabric_manager"))
+def fabric_manager(probes, expect):
+    """Reads whether the nvidia-fabricmanager service is active and each GPU's fabric state and status.
+
+    On NVSwitch systems: FAIL when the service is not active, or when a GPU reports a fabric
+    state other than Completed or a status other than Success (its NVLinks are not usable); WARN
+    when the service state cannot be read (no systemctl) and no GPU reports its fabric state.
+    PASS otherwise; SKIP on hosts without NVSwitch.
+
+    Remediation: `systemctl restart nvidia-fabricmanager` (its version must equal the driver's),
+    read `journalctl -u nvidia-fabricmanager`, then reset the GPUs.
+    """
+    manager = probes["fabric_manager"]["data"]
+    state = manager["active_state"]
+    gpus = _gpus(probes)
+    untrained = [g for g in gpus if (g["fabric"]["state"] not in (None, "Completed")
+                                     or g["fabric"]["status"] not in (None, "Success"))]
+    reporting = [g for g in gpus if g["fabric"]["state"] is not None]
+    details = {"service": manager["service"], "active_state": state, "nvswitches": manager["nvswitches"],
+               "gpus": [_detail(g, fabric_state=g["fabric"]["state"], fabric_status=g["fabric"]["status"])
+                        for g in (untrained or reporting)]}
+    remedy = ("Run `systemctl restart nvidia-fabricmanager` (its version must equal the driver's), read "
+              "`journalctl -u nvidia-fabricmanager`, then reset the GPUs.")
+    if state is not None and state != "active":
+        message = "%s is %s on a host with %d NVSwitch(es)" % (manager["service"], state, len(manager["nvswitches"]))
+        return finding(FAIL, message, details, remedy)
+    if untrained:
+        return finding(FAIL, "%d GPU(s) not on the fabric: %s" % (len(untrained), "; ".join(
+            "%s state %s, status %s" % (_label(gpu_ref(g)), g["fabric"]["state"], g["fabric"]["status"])
+            for g in untrained[:3])), details, remedy)
+    if state is None and not reporting:
+        return finding(WARN, "cannot tell whether %s runs (no systemctl) and no GPU reports a fabric state"
+                       % manager["service"], details, "Check the Fabric Manager service by hand on this host.")
+    return finding(PASS, "%s %s; %d of %d GPU(s) report fabric state Completed" % (
+        manager["service"], state or "state unknown", len(reporting), len(gpus)), details)

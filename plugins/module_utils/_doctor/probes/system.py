@@ -1,0 +1,543 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The operating system around the GPUs: /dev/shm, cgroups, EDAC, NUMA, disks, clock, InfiniBand.
+
+Every probe that reads /proc or /sys takes ``root`` (default "/") so tests can point it at a
+tree laid out under a temporary directory. Parsers are pure functions of file contents.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import os
+import re
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import call_with_timeout, ProbeAbsent, ProbeError, find_binary, read_text, run
+
+DEFAULT_DISK_PATHS = ["/", "/tmp"]
+
+# cgroup v1 memory.limit_in_bytes says "no limit" with a page-rounded LONG_MAX; anything this big is no limit.
+_V1_UNLIMITED = 1 << 62
+
+_V1_CONTROLLERS = frozenset(("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "net_prio",
+                             "blkio", "perf_event", "hugetlb", "pids", "rdma", "misc"))
+
+# The kernel's NTP maximum error saturates at 16 s (NTP_PHASE_LIMIT) while unsynchronised; systemd's
+# NTPSynchronized is "maxerror below that" (it ignores STA_UNSYNC, which some daemons set on purpose).
+_NTP_MAXERROR_LIMIT_US = 16000000
+_STA_UNSYNC = 0x0040
+
+
+def _text(path):
+    """read_text, with a binary or mis-encoded file as a ProbeError naming it rather than a crash."""
+    try:
+        return read_text(path)
+    except UnicodeDecodeError:
+        raise ProbeError("%s: not a text file" % path)
+
+
+def _join(root, path):
+    return os.path.join(root, path.lstrip("/"))
+
+
+def _read_int(path, optional=False):
+    """An integer sysfs/cgroup file; None when optional and missing; ProbeError naming garbage."""
+    try:
+        text = _text(path).strip()
+    except ProbeAbsent:
+        if optional:
+            return None
+        raise ProbeError("%s does not exist" % path)
+    try:
+        return int(text)
+    except ValueError:
+        raise ProbeError("%s: %r is not an integer" % (path, text[:80]))
+
+
+def _read_str(path):
+    try:
+        return _text(path).strip()
+    except ProbeAbsent:
+        return None
+
+
+def _required_text(path):
+    """A file that must exist where its directory does: missing is a broken tree (ProbeError), not absence."""
+    try:
+        return _text(path)
+    except ProbeAbsent:
+        raise ProbeError("%s does not exist" % path)
+
+
+def _listdir(directory):
+    try:
+        return sorted(os.listdir(directory))
+    except OSError as exc:
+        raise ProbeError("%s: %s" % (directory, exc.strerror or exc))
+
+
+def _numbered(directory, prefix):
+    """Entries named prefix<N> in a directory, in numeric order."""
+    found = []
+    for name in _listdir(directory):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            found.append((int(name[len(prefix):]), name))
+    return [name for number, name in sorted(found)]
+
+
+# ---------------------------------------------------------------- /dev/shm
+
+def probe_dev_shm(options, path="/dev/shm", statvfs=os.statvfs):
+    """Size and free space of /dev/shm (NCCL's SHM transport and DataLoader workers live there)."""
+    if not os.path.isdir(path):
+        return {"path": path, "exists": False}
+    try:
+        st = statvfs(path)
+    except OSError as exc:
+        raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc))
+    return {"path": path, "exists": True, "size_bytes": st.f_blocks * st.f_frsize,
+            "free_bytes": st.f_bavail * st.f_frsize}
+
+
+# ---------------------------------------------------------------- cgroups
+
+def _unescape_mount_field(field):
+    # /proc/*/mountinfo escapes space, tab, newline and backslash as \ooo octal.
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def parse_mountinfo(text):
+    """/proc/self/mountinfo -> [{mount_point, root, fstype, source, super_options}]."""
+    mounts = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        left, sep, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if not sep or len(fields) < 6 or len(tail) < 2:
+            raise ProbeError("mountinfo line %d is not in the kernel's format: %r" % (number, line[:120]))
+        mounts.append({"root": _unescape_mount_field(fields[3]), "mount_point": _unescape_mount_field(fields[4]),
+                       "fstype": tail[0], "source": tail[1], "super_options": tail[2].split(",") if len(tail) > 2 else []})
+    return mounts
+
+
+def parse_proc_mounts(text):
+    """/proc/mounts (no mount roots: each is taken as "/") in parse_mountinfo's shape."""
+    mounts = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < 4:
+            raise ProbeError("/proc/mounts line %d is not in the kernel's format: %r" % (number, line[:120]))
+        mounts.append({"root": "/", "mount_point": _unescape_mount_field(fields[1]), "fstype": fields[2],
+                       "source": fields[0], "super_options": fields[3].split(",")})
+    return mounts
+
+
+def parse_proc_cgroup(text):
+    """/proc/self/cgroup -> {"v2": path or None, "v1": {controller: path}}."""
+    result = {"v2": None, "v1": {}}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            raise ProbeError("/proc/self/cgroup line %d is not hierarchy:controllers:path: %r" % (number, line[:120]))
+        hierarchy, controllers, path = parts
+        if hierarchy == "0" and controllers == "":
+            result["v2"] = path
+        for controller in controllers.split(","):
+            if controller and not controller.startswith("name="):
+                result["v1"][controller] = path
+    return result
+
+
+def cgroup_dir(mount, cgroup_path):
+    """The directory of this process's cgroup under a cgroup mount.
+
+    In a cgroup namespace (containers) the mount's root is the container's own cgroup and
+    /proc/self/cgroup paths are relative to it; on the host the mount root is "/".
+    """
+    root = mount["root"].rstrip("/")
+    relative = cgroup_path[len(root):] if root and cgroup_path.startswith(root + "/") else cgroup_path
+    candidate = os.path.join(mount["mount_point"], relative.lstrip("/"))
+    return candidate if os.path.isdir(candidate) else mount["mount_point"]
+
+
+def _ancestors(directory, top):
+    """directory, its parent, ... up to and including top."""
+    directory, top = os.path.normpath(directory), os.path.normpath(top)
+    chain = [directory]
+    while directory != top and directory.startswith(top + "/"):
+        directory = os.path.dirname(directory)
+        chain.append(directory)
+    return chain
+
+
+def _v2_memory(directory):
+    """memory.max: "max" -> None, else bytes."""
+    path = os.path.join(directory, "memory.max")
+    try:
+        text = _text(path).strip()
+    except ProbeAbsent:
+        return None
+    if text == "max":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ProbeError("%s: %r is neither 'max' nor a number of bytes" % (path, text[:80]))
+
+
+def _v2_cpu(directory):
+    """cpu.max "QUOTA PERIOD" -> CPUs (quota/period), None for "max PERIOD"."""
+    path = os.path.join(directory, "cpu.max")
+    try:
+        text = _text(path).strip()
+    except ProbeAbsent:
+        return None
+    fields = text.split()
+    if len(fields) == 2 and fields[0] == "max" and fields[1].isdigit():
+        return None
+    if len(fields) != 2 or not (fields[0].isdigit() and fields[1].isdigit()) or int(fields[1]) == 0:
+        raise ProbeError("%s: %r is not 'QUOTA PERIOD' or 'max PERIOD'" % (path, text[:80]))
+    return int(fields[0]) / float(fields[1])
+
+
+def _v1_memory(directory):
+    value = _read_int(os.path.join(directory, "memory.limit_in_bytes"), optional=True)
+    return None if value is None or value >= _V1_UNLIMITED else value
+
+
+def _v1_cpu(directory):
+    quota = _read_int(os.path.join(directory, "cpu.cfs_quota_us"), optional=True)
+    period = _read_int(os.path.join(directory, "cpu.cfs_period_us"), optional=True)
+    if quota is None or quota < 0 or not period:
+        return None
+    return quota / float(period)
+
+
+# controller -> hierarchy -> (the file that limits it, its reader taking a cgroup directory)
+_LIMITS = {
+    "memory": {"v1": ("memory.limit_in_bytes", _v1_memory), "v2": ("memory.max", _v2_memory)},
+    "cpu": {"v1": ("cpu.cfs_quota_us", _v1_cpu), "v2": ("cpu.max", _v2_cpu)},
+}
+
+
+def _strictest(directories, read_one):
+    """The smallest limit along the cgroup's ancestry, with the directory it came from."""
+    best, where = None, None
+    for directory in directories:
+        value = read_one(directory)
+        if value is not None and (best is None or value < best):
+            best, where = value, directory
+    return best, where
+
+
+def probe_cgroups(options, root="/"):
+    """cgroup version, controllers and the memory / CPU limits that apply to this process."""
+    try:
+        mounts = parse_mountinfo(_text(_join(root, "proc/self/mountinfo")))
+    except ProbeAbsent:
+        mounts = parse_proc_mounts(_text(_join(root, "proc/mounts")))
+    membership = parse_proc_cgroup(_text(_join(root, "proc/self/cgroup")))
+    v1_mounts = [m for m in mounts if m["fstype"] == "cgroup"]
+    v2_mounts = [m for m in mounts if m["fstype"] == "cgroup2"]
+    if not v1_mounts and not v2_mounts:
+        raise ProbeAbsent("no cgroup filesystem is mounted")
+    for m in v1_mounts + v2_mounts:
+        m["mount_point"] = _join(root, m["mount_point"])
+
+    v1_controllers = dict((option, m) for m in v1_mounts for option in m["super_options"] if option in _V1_CONTROLLERS)
+    v2_mount = v2_mounts[-1] if v2_mounts else None
+    v2_controllers = []
+    if v2_mount:
+        v2_dir = cgroup_dir(v2_mount, membership["v2"] or "/")
+        text = _read_str(os.path.join(v2_dir, "cgroup.controllers"))
+        if text is None:
+            text = _read_str(os.path.join(v2_mount["mount_point"], "cgroup.controllers")) or ""
+        v2_controllers = text.split()
+
+    def limit(controller):
+        # A controller is bound to one hierarchy: v1 where it is mounted there, else v2.
+        if controller in v1_controllers:
+            mount = v1_controllers[controller]
+            filename, reader = _LIMITS[controller]["v1"]
+            chain = _ancestors(cgroup_dir(mount, membership["v1"].get(controller, "/")), mount["mount_point"])
+        elif controller in v2_controllers:
+            filename, reader = _LIMITS[controller]["v2"]
+            chain = _ancestors(v2_dir, v2_mount["mount_point"])
+        else:
+            return None, None
+        value, where = _strictest(chain, reader)
+        return value, os.path.join(where, filename) if where else None
+
+    memory, memory_file = limit("memory")
+    cpus, cpu_file = limit("cpu")
+    return {
+        "version": "hybrid" if v1_controllers and v2_mount else "v2" if v2_mount else "v1",
+        "v1_controllers": sorted(v1_controllers),
+        "v2_controllers": v2_controllers,
+        "controllers": sorted(set(v1_controllers) | set(v2_controllers)),
+        "process_cgroup": membership["v1"].get("memory") if "memory" in v1_controllers else membership["v2"],
+        "memory_limit_bytes": memory,
+        "memory_limit_file": memory_file,
+        "cpu_limit": round(cpus, 3) if cpus is not None else None,
+        "cpu_limit_file": cpu_file,
+    }
+
+
+# ---------------------------------------------------------------- EDAC
+
+def probe_edac(options, root="/"):
+    """Corrected / uncorrected error counts of every EDAC memory controller (and DIMMs with errors)."""
+    base = _join(root, "sys/devices/system/edac/mc")
+    if not os.path.isdir(base):
+        raise ProbeAbsent("no EDAC memory controller: %s does not exist (no EDAC driver for this platform, or a VM)" % base)
+    controllers = []
+    for name in _numbered(base, "mc"):
+        mc = os.path.join(base, name)
+        dimms = []
+        for entry in _listdir(mc):
+            if re.match(r"^(dimm|rank)\d+$", entry):
+                dimm = os.path.join(mc, entry)
+                dimms.append({"name": entry, "label": _read_str(os.path.join(dimm, "dimm_label")),
+                              "location": _read_str(os.path.join(dimm, "dimm_location")),
+                              "ce_count": _read_int(os.path.join(dimm, "dimm_ce_count"), optional=True),
+                              "ue_count": _read_int(os.path.join(dimm, "dimm_ue_count"), optional=True)})
+        controllers.append({
+            "name": name,
+            "mc_name": _read_str(os.path.join(mc, "mc_name")),
+            "size_mb": _read_int(os.path.join(mc, "size_mb"), optional=True),
+            "ce_count": _read_int(os.path.join(mc, "ce_count")),
+            "ue_count": _read_int(os.path.join(mc, "ue_count")),
+            "ce_noinfo_count": _read_int(os.path.join(mc, "ce_noinfo_count"), optional=True),
+            "ue_noinfo_count": _read_int(os.path.join(mc, "ue_noinfo_count"), optional=True),
+            "seconds_since_reset": _read_int(os.path.join(mc, "seconds_since_reset"), optional=True),
+            "dimm_count": len(dimms),
+            "dimms_with_errors": [d for d in dimms if d["ce_count"] or d["ue_count"]],
+        })
+    if not controllers:
+        raise ProbeAbsent("EDAC is loaded but registers no memory controller under %s" % base)
+    return {"controllers": controllers}
+
+
+# ---------------------------------------------------------------- NUMA
+
+def parse_cpulist(text):
+    """Kernel cpulist ("0-3,8-11", "" for none) -> sorted CPU numbers; ProbeError on garbage."""
+    cpus = []
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        match = re.match(r"^(\d+)(?:-(\d+))?$", part)
+        if not match:
+            raise ProbeError("cpulist %r is not a list of CPU ranges" % text.strip()[:80])
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        cpus.extend(range(first, last + 1))
+    return sorted(set(cpus))
+
+
+def parse_node_meminfo_kib(text, path):
+    match = re.search(r"MemTotal:\s+(\d+) kB", text)
+    if not match:
+        raise ProbeError("%s: no 'MemTotal: N kB' line" % path)
+    return int(match.group(1))
+
+
+def probe_numa(options, root="/"):
+    """NUMA nodes: CPUs, memory and distances per node."""
+    base = _join(root, "sys/devices/system/node")
+    if not os.path.isdir(base):
+        raise ProbeAbsent("no NUMA information: %s does not exist (kernel without NUMA support)" % base)
+    nodes = []
+    for name in _numbered(base, "node"):
+        node = os.path.join(base, name)
+        cpulist_path, meminfo_path = os.path.join(node, "cpulist"), os.path.join(node, "meminfo")
+        cpulist = _required_text(cpulist_path).strip()
+        try:
+            cpus = parse_cpulist(cpulist)
+        except ProbeError as exc:
+            raise ProbeError("%s: %s" % (cpulist_path, exc))
+        mem_kib = parse_node_meminfo_kib(_required_text(meminfo_path), meminfo_path)
+        distances = (_read_str(os.path.join(node, "distance")) or "").split()
+        nodes.append({"node": int(name[4:]), "cpu_count": len(cpus), "cpulist": cpulist,
+                      "memory_total_bytes": mem_kib * 1024,
+                      "distances": [int(d) for d in distances if d.isdigit()]})
+    if not nodes:
+        raise ProbeAbsent("no NUMA node under %s" % base)
+    return {"nodes": nodes}
+
+
+# ---------------------------------------------------------------- disk space
+
+def disk_paths(expect):
+    """The paths to measure: expect.disk_paths, or / and /tmp; one-line ProbeError for a bad value."""
+    paths = expect.get("disk_paths")
+    if paths is None:
+        return list(DEFAULT_DISK_PATHS), False
+    for path in paths:
+        if not isinstance(path, str) or not path.startswith("/"):
+            raise ProbeError("expect.disk_paths: %r is not an absolute path; give a list like ['/', '/scratch']" % (path,))
+    return list(paths), True
+
+
+def probe_disk_space(options, statvfs=os.statvfs):
+    """Size, free space and free inodes of each disk path that exists."""
+    paths, explicit = disk_paths(options.get("expect") or {})
+    timeout = options.get("timeouts", {}).get("command", 10)
+    measured, missing = [], []
+    for path in paths:
+        # A hung network mount (NFS, Lustre) blocks stat calls for ever: bound each one.
+        if not call_with_timeout(lambda p=path: os.path.exists(p), timeout, "stat(%s)" % path):
+            missing.append(path)
+            continue
+        try:
+            st = call_with_timeout(lambda p=path: statvfs(p), timeout, "statvfs(%s)" % path)
+        except OSError as exc:
+            raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc))
+        measured.append({"path": path, "size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize,
+                         "inodes": st.f_files, "free_inodes": st.f_favail})
+    if not measured and not (explicit and missing):
+        # Only the default paths are optional; a path the inventory names must exist (the check WARNs).
+        raise ProbeAbsent("none of the disk paths exists: %s" % ", ".join(missing))
+    return {"paths": measured, "missing": missing, "paths_explicit": explicit}
+
+
+# ---------------------------------------------------------------- clock synchronisation
+
+def parse_chronyc_tracking(text):
+    """``chronyc tracking`` -> synchronised?, reference, stratum, offset (s, + = clock ahead); None if not that output."""
+    fields = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            fields[key.strip()] = value.strip()
+    leap = fields.get("Leap status")
+    if leap is None:
+        return None
+    offset = None
+    match = re.match(r"^([\d.]+) seconds (fast|slow) of NTP time", fields.get("System time", ""))
+    if match:
+        offset = float(match.group(1)) * (1 if match.group(2) == "fast" else -1)
+    stratum = fields.get("Stratum", "")
+    return {"synchronized": leap != "Not synchronised" and not fields.get("Reference ID", "").startswith("00000000"),
+            "leap_status": leap, "reference": fields.get("Reference ID"),
+            "stratum": int(stratum) if stratum.isdigit() else None, "offset_seconds": offset}
+
+
+def kernel_clock_state():
+    """The kernel's NTP state from adjtimex(2) (what timedatectl itself reads); None if unavailable."""
+    import ctypes  # pylint: disable=import-outside-toplevel
+
+    long_, int_ = ctypes.c_long, ctypes.c_int
+
+    class Timex(ctypes.Structure):  # struct timex of <sys/timex.h>; the tail is padded generously
+        _fields_ = [("modes", ctypes.c_uint), ("offset", long_), ("freq", long_), ("maxerror", long_),
+                    ("esterror", long_), ("status", int_), ("padding", ctypes.c_byte * 256)]
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        timex = Timex()
+        state = libc.adjtimex(ctypes.byref(timex))
+    except (OSError, AttributeError) as exc:
+        return {"error": str(exc)}
+    if state < 0:
+        return {"error": os.strerror(ctypes.get_errno())}
+    return {"maxerror_us": timex.maxerror, "esterror_us": timex.esterror, "status": timex.status, "state": state}
+
+
+def parse_kernel_clock(state):
+    return {"synchronized": state["maxerror_us"] < _NTP_MAXERROR_LIMIT_US,
+            "maxerror_us": state["maxerror_us"], "esterror_us": state["esterror_us"],
+            "sta_unsync": bool(state["status"] & _STA_UNSYNC)}
+
+
+def _first_line(*texts):
+    for text in texts:
+        if text and text.strip():
+            return text.strip().splitlines()[0][:200]
+    return "no output"
+
+
+def probe_time_sync(options, kernel_clock=kernel_clock_state):
+    """Whether the clock is NTP-synchronised: timedatectl, else chronyc, else the kernel's own state."""
+    timeout = options["timeouts"]["command"]
+    tried = {}
+    timedatectl = find_binary("timedatectl")
+    if timedatectl:
+        try:
+            rc, out, err = run([timedatectl, "show", "-p", "NTPSynchronized", "--value"], timeout)
+            if rc == 0 and out.strip() in ("yes", "no"):
+                return {"source": "timedatectl", "synchronized": out.strip() == "yes", "tried": tried}
+            tried["timedatectl"] = "rc %d: %s" % (rc, _first_line(err, out))
+        except (ProbeAbsent, ProbeError) as exc:
+            tried["timedatectl"] = str(exc)
+    else:
+        tried["timedatectl"] = "not installed"
+    chronyc = find_binary("chronyc")
+    if chronyc:
+        try:
+            rc, out, err = run([chronyc, "-n", "tracking"], timeout)
+            parsed = parse_chronyc_tracking(out) if rc == 0 else None
+            if parsed is not None:
+                parsed.update({"source": "chronyc", "tried": tried})
+                return parsed
+            tried["chronyc"] = "rc %d: %s" % (rc, _first_line(err, out))
+        except (ProbeAbsent, ProbeError) as exc:
+            tried["chronyc"] = str(exc)
+    else:
+        tried["chronyc"] = "not installed"
+    state = kernel_clock()
+    if state and "error" not in state:
+        data = parse_kernel_clock(state)
+        data.update({"source": "kernel", "tried": tried})
+        return data
+    tried["kernel"] = (state or {}).get("error", "adjtimex unavailable")
+    raise ProbeAbsent("no clock synchronisation source answered: %s" % "; ".join("%s: %s" % kv for kv in sorted(tried.items())))
+
+
+# ---------------------------------------------------------------- InfiniBand
+
+def parse_ib_state(text, path):
+    """"4: ACTIVE" -> (4, "ACTIVE")."""
+    match = re.match(r"^(\d+):\s*(\S.*)$", text.strip())
+    if not match:
+        raise ProbeError("%s: %r is not 'N: STATE'" % (path, text.strip()[:80]))
+    return int(match.group(1)), match.group(2).strip()
+
+
+def parse_ib_rate_gbps(text, path):
+    """"100 Gb/sec (4X EDR)" -> 100.0."""
+    match = re.match(r"^([\d.]+) Gb/sec", text.strip())
+    if not match:
+        raise ProbeError("%s: %r is not 'N Gb/sec (...)'" % (path, text.strip()[:80]))
+    return float(match.group(1))
+
+
+def probe_infiniband(options, root="/"):
+    """State, physical state, rate and link layer of every RDMA port under /sys/class/infiniband."""
+    base = _join(root, "sys/class/infiniband")
+    if not os.path.isdir(base):
+        raise ProbeAbsent("no InfiniBand/RDMA device: %s does not exist" % base)
+    ports = []
+    for device in _listdir(base):
+        ports_dir = os.path.join(base, device, "ports")
+        if not os.path.isdir(ports_dir):
+            continue
+        fw_ver = _read_str(os.path.join(base, device, "fw_ver"))
+        for port in sorted(_listdir(ports_dir), key=lambda p: int(p) if p.isdigit() else -1):
+            port_dir = os.path.join(ports_dir, port)
+            state_path, phys_path, rate_path = (os.path.join(port_dir, f) for f in ("state", "phys_state", "rate"))
+            state = parse_ib_state(_required_text(state_path), state_path)
+            phys = parse_ib_state(_required_text(phys_path), phys_path)
+            rate_text = _read_str(rate_path)
+            ports.append({"device": device, "port": int(port) if port.isdigit() else port, "fw_ver": fw_ver,
+                          "state": state[1], "phys_state": phys[1], "rate": rate_text,
+                          "rate_gbps": parse_ib_rate_gbps(rate_text, rate_path) if rate_text else None,
+                          "link_layer": _read_str(os.path.join(port_dir, "link_layer"))})
+    if not ports:
+        raise ProbeAbsent("no RDMA port under %s" % base)
+    return {"ports": ports}

@@ -1,0 +1,127 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""doctor's run: select checks, run the probes they need once, judge, assemble the result.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import datetime
+import time
+
+from ansible_collections.continuum.hydra.plugins.module_utils import _results
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+# One hydra_expect serves doctor and profile: importing the verdict declares profile's keys, so doctor accepts them.
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as _host_analysis  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
+
+HYDRA_VERSION = "0.1.0"
+
+DEFAULT_TIMEOUTS = {"nvidia_smi": 30, "kernel_log": 15, "torch": 90, "command": 10}
+
+# Host facts in every result need these two, whatever checks are selected.
+ALWAYS_PROBED = ("host", "nvidia_smi")
+
+
+class DoctorInputError(ValueError):
+    """Bad options: one line naming the bad value and what is accepted."""
+
+
+def list_catalogue():
+    return [chk.describe() for chk in CATALOGUE]
+
+
+def validate(only, exclude, timeouts, expect=None):
+    problems = registry.invalid_expectations(expect)
+    if problems:
+        raise DoctorInputError(problems[0])
+    for label, patterns in (("only", only), ("exclude", exclude)):
+        unknown = registry.unknown_patterns(CATALOGUE, patterns)
+        if unknown:
+            raise DoctorInputError(
+                "%s: %s matches no check id; ids start with one of: %s (list_checks=true shows them all)"
+                % (label, ", ".join(repr(p) for p in unknown), ", ".join(sorted(set(c.category for c in CATALOGUE)))))
+    for name, value in (timeouts or {}).items():
+        if name not in DEFAULT_TIMEOUTS:
+            raise DoctorInputError("timeouts: unknown probe %r; accepted: %s" % (name, ", ".join(sorted(DEFAULT_TIMEOUTS))))
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+            raise DoctorInputError("timeouts.%s: %r is not a positive number of seconds" % (name, value))
+
+
+def run(only=None, exclude=None, expect=None, timeouts=None, deterministic=False, nvidia_smi_path=None,
+        torch_python=None, probes=None):
+    """The doctor result for this host. ``probes`` replaces the probe table (tests)."""
+    validate(only, exclude, timeouts, expect)
+    start = time.monotonic()
+    expect = expect or {}
+    options = {
+        "timeouts": dict(DEFAULT_TIMEOUTS, **(timeouts or {})),
+        "nvidia_smi_path": nvidia_smi_path,
+        "torch_python": torch_python,
+        "expect": expect,
+    }
+    selected = registry.select(CATALOGUE, only, exclude)
+    needed = list(ALWAYS_PROBED) + [name for chk in selected for name in chk.probes]
+    envelopes = probe_catalogue.collect(needed, options, probes)
+    checks = [registry.evaluate(chk, envelopes, expect) for chk in selected]
+    summary = _results.summarize(checks)
+    result = {
+        "schema_version": _results.SCHEMA_VERSION,
+        "environment": environment(envelopes),
+        "checks": checks,
+        "summary": summary,
+        "overall_status": _results.overall_status(summary),
+        "probes": dict((name, {"status": env["status"], "reason": env["reason"], "duration_ms": env["duration_ms"]})
+                       for name, env in envelopes.items()),
+        "total_duration_ms": round((time.monotonic() - start) * 1000.0, 3),
+    }
+    return make_deterministic(result) if deterministic else result
+
+
+def environment(envelopes):
+    """Host facts, and per GPU the identity and configuration fleet drift compares across hosts."""
+    env = dict(envelopes["host"]["data"] or {})
+    env["timestamp_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    env["hydra_version"] = HYDRA_VERSION
+    smi = envelopes["nvidia_smi"]["data"] or {}
+    env["driver_version"] = smi.get("driver_version")
+    env["cuda_driver_version"] = smi.get("cuda_version")
+    env["gpus"] = [_gpu_facts(g, smi.get("driver_version")) for g in smi.get("gpus", [])]
+    torch = (envelopes.get("torch") or {}).get("data") or {}
+    env["torch_version"] = torch.get("version")
+    env["nccl_version"] = torch.get("nccl_version")
+    return env
+
+
+def _gpu_facts(gpu, driver_version):
+    def nested(section, key):
+        return (gpu.get(section) or {}).get(key)
+    return {
+        "index": gpu.get("index"), "pci_bus_id": gpu.get("pci_bus_id"), "uuid": gpu.get("uuid"), "name": gpu.get("name"),
+        "driver_version": driver_version, "vbios_version": gpu.get("vbios_version"),
+        "persistence_mode": gpu.get("persistence_mode"), "ecc_mode": nested("ecc", "current"),
+        "mig_mode": nested("mig", "current"), "pcie_gen_max": nested("pcie", "gen_max"),
+        "pcie_width_max": nested("pcie", "width_max"), "memory_total_mib": nested("memory", "total_mib"),
+    }
+
+
+def make_deterministic(result):
+    """Sorted checks, no timings and no timestamp: two runs on an unchanged host diff clean."""
+    result = dict(result)
+    result["checks"] = sorted(
+        (dict((k, v) for k, v in chk.items() if k != "duration_ms") for chk in result["checks"]), key=lambda c: c["id"])
+    result["probes"] = dict((name, {"status": p["status"], "reason": p["reason"]}) for name, p in result["probes"].items())
+    result["environment"] = dict((k, v) for k, v in result["environment"].items() if k != "timestamp_utc")
+    result.pop("total_duration_ms", None)
+    return result
+
+
+def should_fail(overall, fail_on):
+    """fail_on=never|fail|warn: whether this result fails the Ansible task."""
+    if fail_on == "fail":
+        return overall in (_results.FAILED, _results.ERRORED)
+    if fail_on == "warn":
+        return overall != _results.HEALTHY
+    return False

@@ -1,0 +1,293 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Pure parsers for ``nvidia-smi -q -x`` and ``nvidia-smi nvlink --status``.
+
+The XML layout changes between driver branches (DTD v11 to v13 in
+tests/fixtures/nvidia-smi): ``clocks_throttle_reasons`` became
+``clocks_event_reasons``, power moved from ``power_readings`` to
+``gpu_power_readings`` with average/instant draw, temperatures gained T.Limit
+variants, ``remapped_rows`` is "N/A" text on some GPUs and a structure on
+others. Everything is normalised here so checks never see those differences:
+"N/A"-like fields become None and values with units become numbers.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import re
+import xml.etree.ElementTree as ET
+
+# What nvidia-smi writes where it has no value (compared lower case).
+_NO_VALUE = frozenset((
+    "", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]",
+    "insufficient permissions", "requested functionality has been deprecated",
+))
+_NUMBER = re.compile(r"\s*([-+]?\d+(?:\.\d+)?)")
+_TRUE = frozenset(("active", "yes", "enabled", "true"))
+_FALSE = frozenset(("not active", "no", "disabled", "false"))
+
+
+class NvidiaSmiParseError(ValueError):
+    """The text is not nvidia-smi XML we can read."""
+
+
+def text_at(elem, path=None):
+    """Stripped text of elem/path; None when missing or when nvidia-smi says it has no value."""
+    node = elem if elem is None or not path else elem.find(path)
+    if node is None or node.text is None:
+        return None
+    value = node.text.strip()
+    return None if value.lower() in _NO_VALUE else value
+
+
+def number_at(elem, path=None):
+    """The number of a value with a unit: '16x', '27 C', '67.03 W', '81920 MiB', '0 %' -> 16, 27, 67.03, 81920, 0."""
+    match = _NUMBER.match(text_at(elem, path) or "")
+    if not match:
+        return None
+    raw = match.group(1)
+    return float(raw) if "." in raw else int(raw)
+
+
+def flag_at(elem, path=None):
+    """Active/Yes/Enabled -> True, Not Active/No/Disabled -> False, anything else -> None."""
+    value = (text_at(elem, path) or "").lower()
+    return True if value in _TRUE else False if value in _FALSE else None
+
+
+def _first_number(elem, *paths):
+    for path in paths:
+        value = number_at(elem, path)
+        if value is not None:
+            return value
+    return None
+
+
+def _total(*values):
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _difference(total, part):
+    return None if total is None or part is None else total - part
+
+
+def parse_nvidia_smi(text):
+    """``nvidia-smi -q -x`` output -> {driver_version, cuda_version, attached_gpus, timestamp, gpus}."""
+    if not text or not text.strip():
+        raise NvidiaSmiParseError("empty output")
+    try:
+        # ElementTree never fetches the DTD the DOCTYPE names.
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise NvidiaSmiParseError(str(exc))
+    if root.tag != "nvidia_smi_log":
+        raise NvidiaSmiParseError("root element is <%s>, not <nvidia_smi_log>" % root.tag)
+    return {
+        "timestamp": text_at(root, "timestamp"),
+        "driver_version": text_at(root, "driver_version"),
+        "cuda_version": text_at(root, "cuda_version"),
+        "attached_gpus": number_at(root, "attached_gpus"),
+        "gpus": [_gpu(index, gpu) for index, gpu in enumerate(root.findall("gpu"))],
+    }
+
+
+def _gpu(index, gpu):
+    pci = gpu.find("pci")
+    return {
+        "index": index,
+        "pci_bus_id": text_at(pci, "pci_bus_id") or gpu.get("id"),
+        "uuid": text_at(gpu, "uuid"),
+        "name": text_at(gpu, "product_name"),
+        "brand": text_at(gpu, "product_brand"),
+        "architecture": text_at(gpu, "product_architecture"),
+        "serial": text_at(gpu, "serial"),
+        "vbios_version": text_at(gpu, "vbios_version"),
+        "persistence_mode": text_at(gpu, "persistence_mode"),
+        "performance_state": text_at(gpu, "performance_state"),
+        "mig": {
+            "current": text_at(gpu, "mig_mode/current_mig"),
+            "pending": text_at(gpu, "mig_mode/pending_mig"),
+            "instances": len(gpu.findall("mig_devices/mig_device")),
+        },
+        "pcie": _pcie(pci),
+        "clock_event_reasons": _clock_event_reasons(gpu),
+        "utilization": {"gpu_pct": number_at(gpu, "utilization/gpu_util"),
+                        "memory_pct": number_at(gpu, "utilization/memory_util")},
+        "memory": {"total_mib": number_at(gpu, "fb_memory_usage/total"),
+                   "used_mib": number_at(gpu, "fb_memory_usage/used")},
+        "ecc": _ecc(gpu),
+        "retired_pages": _retired_pages(gpu.find("retired_pages")),
+        "remapped_rows": _remapped_rows(gpu.find("remapped_rows")),
+        "temperature": _temperature(gpu.find("temperature")),
+        "power": _power(gpu),
+        "clocks": _clocks(gpu.find("clocks")),
+        "max_clocks": _clocks(gpu.find("max_clocks")),
+        "applications_clocks": _clocks(gpu.find("applications_clocks")),
+        "default_applications_clocks": _clocks(gpu.find("default_applications_clocks")),
+        "fabric": {"state": text_at(gpu, "fabric/state"), "status": text_at(gpu, "fabric/status")},
+    }
+
+
+def _pcie(pci):
+    link = "pci_gpu_link_info/"
+    return {
+        "gen_current": number_at(pci, link + "pcie_gen/current_link_gen"),
+        # max_link_gen is what GPU and host can both do; the device/host maxima exist from DTD v12.
+        "gen_max": number_at(pci, link + "pcie_gen/max_link_gen"),
+        "gen_device_max": number_at(pci, link + "pcie_gen/max_device_link_gen"),
+        "gen_host_max": number_at(pci, link + "pcie_gen/max_host_link_gen"),
+        "width_current": number_at(pci, link + "link_widths/current_link_width"),
+        # The GPU's own maximum: a narrower slot still reports the card's x16.
+        "width_max": number_at(pci, link + "link_widths/max_link_width"),
+        "replay_counter": number_at(pci, "replay_counter"),
+        "replay_rollover_counter": number_at(pci, "replay_rollover_counter"),
+    }
+
+
+def _clock_event_reasons(gpu):
+    """{reason: active?} from either element family (renamed from 'throttle' to 'event' in driver 535)."""
+    for container, prefix in (("clocks_event_reasons", "clocks_event_reason_"),
+                              ("clocks_throttle_reasons", "clocks_throttle_reason_")):
+        node = gpu.find(container)
+        if node is not None:
+            return dict((child.tag[len(prefix):] if child.tag.startswith(prefix) else child.tag, flag_at(child))
+                        for child in node)
+    return {}
+
+
+def _ecc(gpu):
+    errors = gpu.find("ecc_errors")
+    return {
+        "current": text_at(gpu, "ecc_mode/current_ecc"),
+        "pending": text_at(gpu, "ecc_mode/pending_ecc"),
+        "volatile": _ecc_counts(None if errors is None else errors.find("volatile")),
+        "aggregate": _ecc_counts(None if errors is None else errors.find("aggregate")),
+        "sram_threshold_exceeded": flag_at(errors, "aggregate/sram_threshold_exceeded"),
+    }
+
+
+def _ecc_counts(scope):
+    """Correctable/uncorrectable totals with their DRAM/SRAM split, whichever layout the driver writes."""
+    if scope is not None and scope.find("single_bit") is not None:
+        # Pre-Ampere layout: single/double bit counts per memory location; device_memory is the DRAM.
+        correctable, uncorrectable = number_at(scope, "single_bit/total"), number_at(scope, "double_bit/total")
+        dram_correctable = number_at(scope, "single_bit/device_memory")
+        dram_uncorrectable = number_at(scope, "double_bit/device_memory")
+        return {
+            "correctable": correctable, "uncorrectable": uncorrectable,
+            "dram_correctable": dram_correctable, "dram_uncorrectable": dram_uncorrectable,
+            "sram_correctable": _difference(correctable, dram_correctable),
+            "sram_uncorrectable": _difference(uncorrectable, dram_uncorrectable),
+        }
+    dram_correctable, dram_uncorrectable = number_at(scope, "dram_correctable"), number_at(scope, "dram_uncorrectable")
+    sram_correctable = number_at(scope, "sram_correctable")
+    sram_uncorrectable = number_at(scope, "sram_uncorrectable")
+    if sram_uncorrectable is None:
+        # DTD v13 splits SRAM uncorrectable errors by detection method.
+        sram_uncorrectable = _total(number_at(scope, "sram_uncorrectable_parity"),
+                                    number_at(scope, "sram_uncorrectable_secded"))
+    return {
+        "correctable": _total(dram_correctable, sram_correctable),
+        "uncorrectable": _total(dram_uncorrectable, sram_uncorrectable),
+        "dram_correctable": dram_correctable, "dram_uncorrectable": dram_uncorrectable,
+        "sram_correctable": sram_correctable, "sram_uncorrectable": sram_uncorrectable,
+    }
+
+
+def _retired_pages(node):
+    pending = flag_at(node, "pending_retirement")
+    return {
+        "single_bit": number_at(node, "multiple_single_bit_retirement/retired_count"),
+        "double_bit": number_at(node, "double_bit_retirement/retired_count"),
+        "pending": flag_at(node, "pending_blacklist") if pending is None else pending,
+    }
+
+
+def _remapped_rows(node):
+    """None where the GPU has no row remapper (pre-Ampere) or cannot report it (MIG enabled): the element is 'N/A'."""
+    if node is None or len(node) == 0:
+        return None
+    histogram = node.find("row_remapper_histogram")
+    if histogram is None:
+        histogram = node.find("remapped_row_histogram")
+    return {
+        "correctable": number_at(node, "remapped_row_corr"),
+        "uncorrectable": number_at(node, "remapped_row_unc"),
+        "pending": flag_at(node, "remapped_row_pending"),
+        "failure": flag_at(node, "remapped_row_failure"),
+        # Banks by spare rows left: max (all) ... none (no spare row: the next error there cannot be remapped).
+        "histogram": dict((child.tag.rsplit("_", 1)[-1], number_at(child)) for child in histogram)
+        if histogram is not None else {},
+    }
+
+
+def _temperature(node):
+    return {
+        "gpu_c": number_at(node, "gpu_temp"),
+        "memory_c": number_at(node, "memory_temp"),
+        "shutdown_c": number_at(node, "gpu_temp_max_threshold"),
+        "slowdown_c": number_at(node, "gpu_temp_slow_threshold"),
+        "max_operating_c": number_at(node, "gpu_temp_max_gpu_threshold"),
+        "memory_max_c": number_at(node, "gpu_temp_max_mem_threshold"),
+        # Newer drivers on some boards give T.Limit instead: degrees left below the GPU's limit,
+        # with the thresholds on the same scale (slowdown at -2 means 2 degrees past the limit).
+        "tlimit_c": number_at(node, "gpu_temp_tlimit"),
+        "shutdown_tlimit_c": number_at(node, "gpu_temp_max_tlimit_threshold"),
+        "slowdown_tlimit_c": number_at(node, "gpu_temp_slow_tlimit_threshold"),
+        "max_operating_tlimit_c": number_at(node, "gpu_temp_max_gpu_tlimit_threshold"),
+    }
+
+
+def _power(gpu):
+    node = gpu.find("gpu_power_readings")
+    if node is None:
+        node = gpu.find("power_readings")
+    return {
+        "draw_w": _first_number(node, "power_draw", "average_power_draw", "instant_power_draw"),
+        # The enforced limit: enforced_power_limit (older DTDs) or current_power_limit.
+        "limit_w": _first_number(node, "enforced_power_limit", "current_power_limit", "power_limit"),
+        "default_limit_w": number_at(node, "default_power_limit"),
+        "min_limit_w": number_at(node, "min_power_limit"),
+        "max_limit_w": number_at(node, "max_power_limit"),
+    }
+
+
+def _clocks(node):
+    return {
+        "graphics_mhz": number_at(node, "graphics_clock"),
+        "sm_mhz": number_at(node, "sm_clock"),
+        "memory_mhz": number_at(node, "mem_clock"),
+    }
+
+
+_GPU_HEADER = re.compile(r"GPU (\d+): (.*?)(?: \(UUID: ([^)]*)\).*)?$")
+_LINK = re.compile(r"Link (\d+): (.*)$")
+_SPEED = re.compile(r"([\d.]+) GB/s")
+
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink --status`` -> [{index, name, uuid, links: [{link, active, speed_gbps, state}]}].
+
+    A link line reads "Link 0: 25 GB/s" (active) or "Link 0: <inactive>"; a GPU
+    without NVLink has its header line and no link lines.
+    """
+    gpus = []
+    for line in (text or "").splitlines():
+        line = line.strip()
+        header = _GPU_HEADER.match(line)
+        if header:
+            gpus.append({"index": int(header.group(1)), "name": header.group(2), "uuid": header.group(3), "links": []})
+            continue
+        link = _LINK.match(line)
+        if link and gpus:
+            state = link.group(2).strip()
+            speed = _SPEED.search(state)
+            gpus[-1]["links"].append({
+                "link": int(link.group(1)),
+                "active": True if speed else False if "inactive" in state.lower() else None,
+                "speed_gbps": float(speed.group(1)) if speed else None,
+                "state": state,
+            })
+    return gpus

@@ -1,0 +1,85 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Run a self-contained worker module in a child Python, with a timeout, and read its JSON answer.
+
+Workers (_cpu_worker, _torch_worker) import only the standard library at the
+top, so their source can run as ``python -c SOURCE ARGS_JSON`` in any
+interpreter (the module's own, or a training virtualenv's for torch) and with
+its own environment (BLAS thread counts are fixed when a BLAS loads). The
+source comes from the imported module (inspect works inside the AnsiballZ zip).
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import BenchError, BenchTimeout
+
+
+def start_worker(module, args, python=None, env=None):
+    """Start the worker and return the Popen (its own process group, LANG=C)."""
+    child_env = dict(os.environ, LANG="C", LC_ALL="C")
+    child_env.update(env or {})
+    argv = [python or sys.executable, "-c", inspect.getsource(module), json.dumps(args)]
+    try:
+        return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=child_env, start_new_session=True)
+    except OSError as exc:
+        raise BenchError("cannot start %s: %s" % (argv[0], exc.strerror or exc))
+
+
+def kill_group(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def finish_worker(proc, timeout_s, label, progress=None, step_s=1.0, clock=time.monotonic):
+    """Wait for the worker (reporting progress every step), kill it past the timeout, parse its last line."""
+    start = clock()
+    while True:
+        remaining = timeout_s - (clock() - start)
+        if remaining <= 0:
+            kill_group(proc)
+            raise BenchTimeout("%s timed out after %gs" % (label, timeout_s))
+        try:
+            stdout, stderr = proc.communicate(timeout=min(step_s, remaining))
+            break
+        except subprocess.TimeoutExpired:
+            if progress is not None:
+                progress(label, clock() - start, timeout_s)
+    return parse_answer(proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"), label)
+
+
+def parse_answer(returncode, stdout, stderr, label):
+    """The worker's JSON answer (its last stdout line); BenchError naming the failure otherwise."""
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    if returncode != 0:
+        last = ([line for line in stderr.splitlines() if line.strip()] or ["no error output"])[-1]
+        raise BenchError("%s exited with status %s: %s" % (label, returncode, last.strip()))
+    if not lines:
+        raise BenchError("%s printed no result" % label)
+    try:
+        answer = json.loads(lines[-1])
+    except ValueError:
+        raise BenchError("%s printed no JSON result: %r" % (label, lines[-1][:200]))
+    if not isinstance(answer, dict):
+        raise BenchError("%s printed %r, not a JSON object" % (label, lines[-1][:200]))
+    return answer
+
+
+def run_worker(module, args, timeout_s, label, python=None, env=None, progress=None):
+    return finish_worker(start_worker(module, args, python=python, env=env), timeout_s, label, progress=progress)

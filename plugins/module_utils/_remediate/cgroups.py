@@ -1,0 +1,371 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""cgroup limits: v2 first (memory.max/high, cpu.max, io.max), v1 as fallback (memory.limit_in_bytes,
+cpu.cfs_quota_us, blkio.throttle.*), under a configurable cgroup root.
+
+The plan is a list of file writes, each with the value read before; the cgroup_limits_apply module
+performs them and reads them back. Reading goes through a `read(path) -> str or None` callable so the
+logic runs the same on /sys/fs/cgroup and on a tree laid out like it.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import os
+import re
+
+V1 = "v1"
+V2 = "v2"
+MAX = "max"
+CPU_PERIOD_US = 100000
+# v1 reports "no limit" as the largest page-aligned 64-bit value, or -1 for CFS quota.
+V1_UNLIMITED = 2 ** 62
+PAGE = 4096
+IO_KEYS = ("rbps", "wbps", "riops", "wiops")
+V1_IO_FILES = {"rbps": "blkio.throttle.read_bps_device", "wbps": "blkio.throttle.write_bps_device",
+               "riops": "blkio.throttle.read_iops_device", "wiops": "blkio.throttle.write_iops_device"}
+LIMIT_KEYS = ("memory_max", "memory_high", "cpu_percent", "io_max")
+ENTRY_KEYS = ("name", "cgroup", "processes", "pids", "users") + LIMIT_KEYS
+SEVERITIES = ("warn", "fail")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*$", re.I)
+_DEVICE = re.compile(r"^\d+:\d+$")
+_NAME = re.compile(r"^[A-Za-z0-9_.@-]+$")
+
+
+class CgroupError(ValueError):
+    """Bad input or an unusable cgroup tree: one line naming the value and what is accepted."""
+
+
+def detect_version(root, wanted="auto"):
+    """v2 when the root is a cgroup2 mount (cgroup.controllers at its top), v1 when it holds per-controller dirs."""
+    if wanted in (V1, V2):
+        return wanted
+    if wanted != "auto":
+        raise CgroupError("version: %r is not one of auto, v1, v2" % (wanted,))
+    if os.path.isfile(os.path.join(root, "cgroup.controllers")):
+        return V2
+    if os.path.isdir(os.path.join(root, "memory")) or os.path.isdir(os.path.join(root, "cpu")):
+        return V1
+    raise CgroupError("cgroup root %s is neither cgroup v2 (no cgroup.controllers) nor v1 (no memory/ or cpu/)" % root)
+
+
+def parse_size(value, what):
+    """Bytes from an int, '512M', '2G', '1.5G' or 'max'."""
+    if isinstance(value, bool):
+        raise CgroupError("%s: %r is not a size (bytes, or a number with K/M/G/T, or 'max')" % (what, value))
+    if isinstance(value, int):
+        if value <= 0:
+            raise CgroupError("%s: %r is not a positive size" % (what, value))
+        return value
+    text = str(value).strip()
+    if text.lower() == MAX:
+        return MAX
+    match = _SIZE.match(text)
+    if not match:
+        raise CgroupError("%s: %r is not a size (bytes, or a number with K/M/G/T, or 'max')" % (what, value))
+    size = int(float(match.group(1)) * 1024 ** " KMGT".index(match.group(2).upper() or " "))
+    if size <= 0:
+        raise CgroupError("%s: %r is not a positive size" % (what, value))
+    return size
+
+
+def device_number(device):
+    """'MAJ:MIN' from 'MAJ:MIN' or a block device path."""
+    text = str(device)
+    if _DEVICE.match(text):
+        return text
+    try:
+        st = os.stat(text)
+    except OSError:
+        raise CgroupError("io_max.device: %r is neither MAJ:MIN nor an existing block device" % (device,))
+    return "%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
+
+
+def normalize_entry(entry, index=0):
+    """One limits entry validated, sizes in bytes, devices as MAJ:MIN."""
+    where = "limits[%d]" % index
+    if not isinstance(entry, dict):
+        raise CgroupError("%s: %r is not a mapping" % (where, entry))
+    unknown = sorted(set(entry) - set(ENTRY_KEYS))
+    if unknown:
+        raise CgroupError("%s: unknown key %r; accepted: %s" % (where, unknown[0], ", ".join(ENTRY_KEYS)))
+    name, cgroup = entry.get("name"), entry.get("cgroup")
+    if bool(name) == bool(cgroup):
+        raise CgroupError("%s: give exactly one of name (a group hydra creates) or cgroup (an existing cgroup path)" % where)
+    if name and not _NAME.match(str(name)):
+        raise CgroupError("%s.name: %r may hold only letters, digits and _ . @ -" % (where, name))
+    if cgroup and (str(cgroup).startswith("/") or ".." in str(cgroup).split("/")):
+        raise CgroupError("%s.cgroup: %r must be a path relative to the cgroup root, without '..'" % (where, cgroup))
+    out = {"name": name, "cgroup": cgroup, "processes": list(entry.get("processes") or []),
+           "pids": [int(p) for p in entry.get("pids") or []], "users": [str(u) for u in entry.get("users") or []]}
+    for key in ("memory_max", "memory_high"):
+        out[key] = parse_size(entry[key], "%s.%s" % (where, key)) if entry.get(key) is not None else None
+    out["cpu_percent"] = _cpu_percent(entry.get("cpu_percent"), where)
+    io = []
+    for rule in entry.get("io_max") or []:
+        if not isinstance(rule, dict) or "device" not in rule or not set(rule) - {"device"} <= set(IO_KEYS) or len(rule) < 2:
+            raise CgroupError("%s.io_max: %r must be {device, and some of %s}" % (where, rule, ", ".join(IO_KEYS)))
+        limits = {}
+        for key in IO_KEYS:
+            if key in rule:
+                value = rule[key]
+                if isinstance(value, str) and value.lower() == MAX:
+                    limits[key] = MAX
+                elif isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    limits[key] = value
+                else:
+                    raise CgroupError("%s.io_max.%s: %r is not a positive whole number or 'max'" % (where, key, value))
+        io.append({"device": device_number(rule["device"]), "limits": limits})
+    out["io_max"] = io
+    if not any(out[k] for k in LIMIT_KEYS) and not (out["processes"] or out["pids"] or out["users"]):
+        raise CgroupError("%s: sets no limit (%s) and moves no process" % (where, ", ".join(LIMIT_KEYS)))
+    return out
+
+
+def _cpu_percent(value, where):
+    """A positive percentage of one CPU (numbers or numeric text), 'max', or None."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().lower() == MAX:
+        return MAX
+    try:
+        number = float(value) if not isinstance(value, bool) else 0
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise CgroupError("%s.cpu_percent: %r is not a positive percentage of one CPU (100 = one CPU) or 'max'" % (where, value))
+    return number
+
+
+def group_path(entry, parent):
+    return entry["cgroup"] or "%s/%s" % (parent.strip("/"), entry["name"])
+
+
+def controllers_for(entry):
+    needed = []
+    if entry["cpu_percent"] is not None:
+        needed.append("cpu")
+    if entry["io_max"]:
+        needed.append("io")
+    if entry["memory_max"] is not None or entry["memory_high"] is not None:
+        needed.append("memory")
+    return needed
+
+
+def _v1_dir(controller):
+    return {"io": "blkio"}.get(controller, controller)
+
+
+# ---- reading current values -------------------------------------------------------------------------------
+
+def _v2_size(text):
+    text = (text or "").strip()
+    return MAX if text in ("", MAX) else int(text)
+
+
+def _v1_size(text):
+    text = (text or "").strip()
+    if text in ("", "-1"):
+        return MAX
+    value = int(text)
+    return MAX if value >= V1_UNLIMITED else value
+
+
+def parse_v2_io_max(text):
+    """io.max -> {"MAJ:MIN": {"rbps": int|'max', ...}}."""
+    out = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        out[parts[0]] = dict((k, MAX if v == MAX else int(v)) for k, v in (p.split("=", 1) for p in parts[1:] if "=" in p))
+    return out
+
+
+def parse_v1_throttle(text):
+    """blkio.throttle.*_device -> {"MAJ:MIN": int}."""
+    out = {}
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and _DEVICE.match(parts[0]):
+            out[parts[0]] = int(parts[1])
+    return out
+
+
+def cpu_quota(percent):
+    return MAX if percent == MAX else int(round(CPU_PERIOD_US * percent / 100.0))
+
+
+def plan_limits(entry, version, parent, read):
+    """File writes that bring one entry's limits in place: [{path, before, write, expect, what}].
+
+    `path` is relative to the cgroup root; `before`/`expect` are the comparable values read / wanted,
+    `write` is the text written. Sizes are compared page-aligned under v1, as the kernel stores them.
+    """
+    group = group_path(entry, parent)
+    writes = []
+
+    def want(path, before, write, expect, what):
+        if before != expect:
+            writes.append({"path": path, "before": before, "write": write, "expect": expect, "what": what})
+
+    if version == V2:
+        if entry["memory_max"] is not None:
+            want(group + "/memory.max", _v2_size(read(group + "/memory.max")), str(entry["memory_max"]), entry["memory_max"],
+                 "memory.max")
+        if entry["memory_high"] is not None:
+            want(group + "/memory.high", _v2_size(read(group + "/memory.high")), str(entry["memory_high"]),
+                 entry["memory_high"], "memory.high")
+        if entry["cpu_percent"] is not None:
+            current = (read(group + "/cpu.max") or "max %d" % CPU_PERIOD_US).split()
+            value = "%s %d" % (cpu_quota(entry["cpu_percent"]), CPU_PERIOD_US)
+            want(group + "/cpu.max", " ".join(current[:2]), value, value, "cpu.max")
+        if entry["io_max"]:
+            current = parse_v2_io_max(read(group + "/io.max"))
+            for rule in entry["io_max"]:
+                before = dict((k, current.get(rule["device"], {}).get(k, MAX)) for k in rule["limits"])
+                text = "%s %s" % (rule["device"], " ".join("%s=%s" % (k, rule["limits"][k]) for k in IO_KEYS if k in rule["limits"]))
+                want(group + "/io.max", {rule["device"]: before}, text, {rule["device"]: dict(rule["limits"])},
+                     "io.max %s" % rule["device"])
+        return writes
+
+    def page(value):
+        return value if value == MAX else value // PAGE * PAGE
+
+    if entry["memory_max"] is not None:
+        path = "memory/%s/memory.limit_in_bytes" % group
+        want(path, _v1_size(read(path)), "-1" if entry["memory_max"] == MAX else str(entry["memory_max"]),
+             page(entry["memory_max"]), "memory.limit_in_bytes")
+    if entry["memory_high"] is not None:
+        # v1 has no memory.high; the soft limit is its nearest equivalent (reclaimed first under pressure).
+        path = "memory/%s/memory.soft_limit_in_bytes" % group
+        want(path, _v1_size(read(path)), "-1" if entry["memory_high"] == MAX else str(entry["memory_high"]),
+             page(entry["memory_high"]), "memory.soft_limit_in_bytes")
+    if entry["cpu_percent"] is not None:
+        period_path = "cpu/%s/cpu.cfs_period_us" % group
+        want(period_path, int((read(period_path) or str(CPU_PERIOD_US)).strip()), str(CPU_PERIOD_US), CPU_PERIOD_US,
+             "cpu.cfs_period_us")
+        path = "cpu/%s/cpu.cfs_quota_us" % group
+        quota = cpu_quota(entry["cpu_percent"])
+        want(path, _v1_size(read(path)), "-1" if quota == MAX else str(quota), quota, "cpu.cfs_quota_us")
+    for rule in entry["io_max"]:
+        for key, value in sorted(rule["limits"].items()):
+            path = "blkio/%s/%s" % (group, V1_IO_FILES[key])
+            before = parse_v1_throttle(read(path)).get(rule["device"], MAX)
+            # Writing 0 removes a v1 throttle rule: that is "max".
+            want(path, before, "%s %s" % (rule["device"], 0 if value == MAX else value), value,
+                 "%s %s" % (V1_IO_FILES[key], rule["device"]))
+    return writes
+
+
+def read_back(write, version, read):
+    """The comparable value of one planned write, read again (for verification)."""
+    path, what = write["path"], write["what"]
+    if version == V2:
+        if what in ("memory.max", "memory.high"):
+            return _v2_size(read(path))
+        if what == "cpu.max":
+            return " ".join((read(path) or "").split()[:2])
+        device = what.split()[1]
+        current = parse_v2_io_max(read(path)).get(device, {})
+        return {device: dict((k, current.get(k, MAX)) for k in write["expect"][device])}
+    if what == "cpu.cfs_period_us":
+        return int((read(path) or "0").strip())
+    if what.startswith("blkio."):
+        return parse_v1_throttle(read(path)).get(what.split()[1], MAX)
+    return _v1_size(read(path))
+
+
+def group_dirs(entry, version, parent):
+    """Directories (relative to the root) the entry's cgroup lives in, parents first."""
+    group = group_path(entry, parent)
+    if version == V2:
+        parts = group.split("/")
+        return ["/".join(parts[:i + 1]) for i in range(len(parts))]
+    dirs = []
+    for controller in controllers_for(entry) or ["memory", "cpu"]:
+        parts = group.split("/")
+        dirs.extend("%s/%s" % (_v1_dir(controller), "/".join(parts[:i + 1])) for i in range(len(parts)))
+    return dirs
+
+
+def v2_subtree_writes(entries, parent, read):
+    """cgroup.subtree_control writes enabling the entries' controllers from the root down to each group's parent.
+
+    One write per directory, naming the union of what its descendants need: on a real cgroupfs '+x' adds and
+    keeps the others, and writing all of them at once keeps a laid-out tree true as well.
+    """
+    needs = {}
+    order = []
+    for entry in entries:
+        needed = controllers_for(entry)
+        group = group_path(entry, parent).split("/")
+        for ancestor in [""] + ["/".join(group[:i + 1]) for i in range(len(group) - 1)]:
+            if ancestor not in needs:
+                needs[ancestor] = []
+                order.append(ancestor)
+            needs[ancestor].extend(c for c in needed if c not in needs[ancestor])
+    writes = []
+    for ancestor in order:
+        needed = sorted(needs[ancestor])
+        if not needed:
+            continue
+        prefix = ancestor + "/" if ancestor else ""
+        available = (read(prefix + "cgroup.controllers") or "").split()
+        # A directory not made yet has no files: what it offers is checked at the root.
+        if ancestor == "" or available:
+            missing = [c for c in needed if c not in available]
+            if missing:
+                raise CgroupError("controller %s is not available in %s (cgroup.controllers: %s)" % (
+                    missing[0], "/" + ancestor, " ".join(available) or "empty"))
+        enabled = [c.lstrip("+") for c in (read(prefix + "cgroup.subtree_control") or "").split()]
+        if any(c not in enabled for c in needed):
+            writes.append({"path": prefix + "cgroup.subtree_control", "before": " ".join(enabled),
+                           "write": " ".join("+" + c for c in needed), "expect": needed, "what": "cgroup.subtree_control"})
+    return writes
+
+
+def procs_files(entry, version, parent):
+    group = group_path(entry, parent)
+    if version == V2:
+        return [group + "/cgroup.procs"]
+    return ["%s/%s/cgroup.procs" % (_v1_dir(c), group) for c in controllers_for(entry) or ["memory", "cpu"]]
+
+
+def matching_pids(entry, processes):
+    """PIDs the entry moves: listed pids, processes by name (comm), processes of listed users (name or uid).
+
+    processes: [{"pid", "comm", "uid", "user"}] as read from /proc.
+    """
+    wanted = set(entry["pids"])
+    users = set(entry["users"])
+    for proc in processes:
+        if proc["comm"] in entry["processes"] or str(proc["uid"]) in users or proc["user"] in users:
+            wanted.add(proc["pid"])
+    alive = set(p["pid"] for p in processes)
+    return sorted(p for p in wanted if p in alive)
+
+
+def limits_from_findings(findings, severity_limits, parent_name="noisy"):
+    """Cluster-Helper's tier 1: noisy processes a check found, limited by severity.
+
+    findings: [{"pid": int, "name": str, "severity": "warn"|"fail"}]; severity_limits: {"warn": {limits}, "fail": {...}}.
+    Returns limits entries, one group per severity present (e.g. noisy-fail), the harsher limits for 'fail'.
+    """
+    entries = []
+    for severity in SEVERITIES:
+        pids = sorted(set(int(f["pid"]) for f in findings if str(f.get("severity", "")).lower() == severity))
+        if not pids:
+            continue
+        limits = (severity_limits or {}).get(severity)
+        if not limits:
+            raise CgroupError("severity_limits: no limits for severity %r (found processes %s)" % (
+                severity, ", ".join(str(p) for p in pids)))
+        entry = dict(limits)
+        entry.update({"name": "%s-%s" % (parent_name, severity), "pids": pids})
+        entries.append(entry)
+    unknown = sorted(set(str(f.get("severity")) for f in findings) - set(SEVERITIES))
+    if unknown:
+        raise CgroupError("findings: severity %r is not one of %s" % (unknown[0], ", ".join(SEVERITIES)))
+    return entries

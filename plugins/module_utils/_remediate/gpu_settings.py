@@ -1,0 +1,228 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""GPU settings through nvidia-smi: read the state, plan the commands for what differs, verify.
+
+Pure functions over `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` text; the
+gpu_settings_apply module runs the commands.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+# (query field, key in our state dict)
+QUERY_FIELDS = (
+    ("index", "index"),
+    ("uuid", "uuid"),
+    ("pci.bus_id", "pci_bus_id"),
+    ("name", "name"),
+    ("persistence_mode", "persistence_mode"),
+    ("power.limit", "power_limit"),
+    ("power.min_limit", "power_min_limit"),
+    ("power.max_limit", "power_max_limit"),
+    ("clocks.applications.memory", "application_clock_memory"),
+    ("clocks.applications.graphics", "application_clock_graphics"),
+    ("compute_mode", "compute_mode"),
+    ("ecc.mode.current", "ecc_mode_current"),
+    ("ecc.mode.pending", "ecc_mode_pending"),
+)
+NUMBER_KEYS = ("power_limit", "power_min_limit", "power_max_limit", "application_clock_memory", "application_clock_graphics")
+
+# compute_mode as nvidia-smi prints it -> the value `nvidia-smi -c` takes.
+COMPUTE_MODES = {"DEFAULT": "Default", "EXCLUSIVE_PROCESS": "Exclusive_Process", "PROHIBITED": "Prohibited"}
+COMPUTE_MODE_ARGS = {"DEFAULT": "0", "PROHIBITED": "2", "EXCLUSIVE_PROCESS": "3"}
+
+SETTINGS = ("persistence_mode", "power_limit", "application_clocks", "locked_clocks", "compute_mode", "ecc_mode")
+
+
+class GpuSettingsError(ValueError):
+    """Bad input or unreadable state: one line naming the value and what is accepted."""
+
+
+def query_args(fields):
+    return ["--query-gpu=%s" % ",".join(fields), "--format=csv,noheader,nounits"]
+
+
+def parse_csv(text, keys):
+    """nvidia-smi csv,noheader,nounits rows -> list of dicts; '[N/A]'/'[Not Supported]' become None."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        values = [v.strip() for v in line.split(", ")]
+        if len(values) != len(keys):
+            raise GpuSettingsError("nvidia-smi printed %d values where %d were asked for: %r" % (len(values), len(keys), line))
+        rows.append(dict((key, None if value.startswith("[") or value == "N/A" else value) for key, value in zip(keys, values)))
+    return rows
+
+
+def parse_state(text):
+    """The settings of every GPU, numbers as numbers."""
+    gpus = parse_csv(text, [key for _field, key in QUERY_FIELDS])
+    for gpu in gpus:
+        gpu["index"] = int(gpu["index"])
+        for key in NUMBER_KEYS:
+            if gpu[key] is not None:
+                try:
+                    gpu[key] = float(gpu[key]) if key.startswith("power") else int(float(gpu[key]))
+                except ValueError:
+                    raise GpuSettingsError("nvidia-smi printed %s=%r for GPU %d, not a number" % (key, gpu[key], gpu["index"]))
+    return gpus
+
+
+def select(gpus, wanted):
+    """GPUs named by index, UUID or PCI bus id; all GPUs when none is named."""
+    if not wanted:
+        return list(gpus)
+    chosen = []
+    for name in wanted:
+        text = str(name).strip()
+        match = [g for g in gpus if text in (str(g["index"]), g["uuid"], g["pci_bus_id"])]
+        if not match:
+            raise GpuSettingsError("gpus: %r matches no GPU; this host has %s" % (
+                name, ", ".join("%d (%s)" % (g["index"], g["uuid"]) for g in gpus) or "no GPU"))
+        if match[0] not in chosen:
+            chosen.append(match[0])
+    return chosen
+
+
+def validate(desired):
+    """desired: {setting: value or None}; None means leave as it is."""
+    unknown = sorted(set(desired) - set(SETTINGS))
+    if unknown:
+        raise GpuSettingsError("unknown setting %r; accepted: %s" % (unknown[0], ", ".join(SETTINGS)))
+    mode = desired.get("compute_mode")
+    if mode is not None and mode not in COMPUTE_MODES:
+        raise GpuSettingsError("compute_mode: %r is not one of %s" % (mode, ", ".join(sorted(COMPUTE_MODES))))
+    for name, keys in (("application_clocks", ("memory", "graphics")), ("locked_clocks", ("min", "max"))):
+        value = desired.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict) or sorted(value) != sorted(keys) or not all(
+                isinstance(value[k], int) and not isinstance(value[k], bool) and value[k] > 0 for k in keys):
+            raise GpuSettingsError("%s: %r must be {%s} in MHz, positive whole numbers" % (name, value, ", ".join("%s: N" % k for k in keys)))
+    locked = desired.get("locked_clocks")
+    if locked and locked["min"] > locked["max"]:
+        raise GpuSettingsError("locked_clocks: min %d MHz is above max %d MHz" % (locked["min"], locked["max"]))
+    power = desired.get("power_limit")
+    if power is not None and (isinstance(power, bool) or not isinstance(power, (int, float)) or power <= 0):
+        raise GpuSettingsError("power_limit: %r is not a positive number of watts" % (power,))
+
+
+def _on_off(flag):
+    return "Enabled" if flag else "Disabled"
+
+
+def plan(gpus, desired, locked_record=None):
+    """Changes needed on the given GPUs: [{index, uuid, setting, before, after, args}] (args without the binary).
+
+    locked_record: {uuid: {"min", "max"}} of the locked clocks hydra set earlier, since neither nvidia-smi nor NVML
+    reads locked clocks back.
+    """
+    validate(desired)
+    locked_record = locked_record or {}
+    changes = []
+    for gpu in gpus:
+        index = str(gpu["index"])
+
+        def change(setting, before, after, args, gpu=gpu):
+            changes.append({"index": gpu["index"], "uuid": gpu["uuid"], "setting": setting,
+                            "before": before, "after": after, "args": ["-i", str(gpu["index"])] + args})
+
+        if desired.get("persistence_mode") is not None:
+            want = _on_off(desired["persistence_mode"])
+            if gpu["persistence_mode"] != want:
+                change("persistence_mode", gpu["persistence_mode"], want, ["-pm", "1" if desired["persistence_mode"] else "0"])
+        power = desired.get("power_limit")
+        if power is not None:
+            if gpu["power_limit"] is None:
+                raise GpuSettingsError("power_limit: GPU %s does not report a power limit (not supported)" % index)
+            low, high = gpu["power_min_limit"], gpu["power_max_limit"]
+            if low is not None and high is not None and not low <= power <= high:
+                raise GpuSettingsError("power_limit: %g W is outside GPU %s's range %g-%g W" % (power, index, low, high))
+            if abs(gpu["power_limit"] - power) > 0.005:
+                change("power_limit", gpu["power_limit"], float(power), ["-pl", "%g" % power])
+        clocks = desired.get("application_clocks")
+        if clocks is not None:
+            before = {"memory": gpu["application_clock_memory"], "graphics": gpu["application_clock_graphics"]}
+            if before["memory"] is None:
+                raise GpuSettingsError("application_clocks: GPU %s does not support application clocks" % index)
+            if before != clocks:
+                change("application_clocks", before, dict(clocks), ["-ac", "%d,%d" % (clocks["memory"], clocks["graphics"])])
+        locked = desired.get("locked_clocks")
+        if locked is not None:
+            before = locked_record.get(gpu["uuid"])
+            if before != locked:
+                change("locked_clocks", before, dict(locked), ["-lgc", "%d,%d" % (locked["min"], locked["max"])])
+        mode = desired.get("compute_mode")
+        if mode is not None and gpu["compute_mode"] != COMPUTE_MODES[mode]:
+            change("compute_mode", gpu["compute_mode"], COMPUTE_MODES[mode], ["-c", COMPUTE_MODE_ARGS[mode]])
+        if desired.get("ecc_mode") is not None:
+            want = _on_off(desired["ecc_mode"])
+            if gpu["ecc_mode_pending"] is None:
+                raise GpuSettingsError("ecc_mode: GPU %s does not support ECC" % index)
+            # The pending mode is what the next reset / reboot brings: that is what a change must set.
+            if gpu["ecc_mode_pending"] != want:
+                change("ecc_mode", gpu["ecc_mode_pending"], want, ["-e", "1" if desired["ecc_mode"] else "0"])
+    return changes
+
+
+def reboot_required(gpus, desired):
+    """GPUs whose ECC mode waits for a GPU reset or reboot to take effect (pending differs from current)."""
+    if desired.get("ecc_mode") is None:
+        return []
+    return [g["index"] for g in gpus if g["ecc_mode_pending"] is not None and g["ecc_mode_pending"] != g["ecc_mode_current"]]
+
+
+def unverified(changes, gpus_after, locked_record=None):
+    """Changes the state read afterwards does not show: [(index, setting, what was read)]."""
+    by_uuid = dict((g["uuid"], g) for g in gpus_after)
+    problems = []
+    for entry in changes:
+        gpu = by_uuid.get(entry["uuid"])
+        if gpu is None:
+            problems.append((entry["index"], entry["setting"], "GPU no longer listed"))
+            continue
+        read = {
+            "persistence_mode": gpu["persistence_mode"],
+            "power_limit": gpu["power_limit"],
+            "application_clocks": {"memory": gpu["application_clock_memory"], "graphics": gpu["application_clock_graphics"]},
+            "locked_clocks": (locked_record or {}).get(entry["uuid"]),
+            "compute_mode": gpu["compute_mode"],
+            "ecc_mode": gpu["ecc_mode_pending"],
+        }[entry["setting"]]
+        same = abs(read - entry["after"]) <= 0.005 if entry["setting"] == "power_limit" and read is not None else read == entry["after"]
+        if not same:
+            problems.append((entry["index"], entry["setting"], read))
+    return problems
+
+
+def view(gpus, locked_record=None):
+    """The settings per GPU, as shown in a diff: {"gpu0": {...}}."""
+    out = {}
+    for gpu in gpus:
+        out["gpu%d" % gpu["index"]] = {
+            "persistence_mode": gpu["persistence_mode"],
+            "power_limit": gpu["power_limit"],
+            "application_clocks": {"memory": gpu["application_clock_memory"], "graphics": gpu["application_clock_graphics"]},
+            "locked_clocks": (locked_record or {}).get(gpu["uuid"]),
+            "compute_mode": gpu["compute_mode"],
+            "ecc_mode": {"current": gpu["ecc_mode_current"], "pending": gpu["ecc_mode_pending"]},
+        }
+    return out
+
+
+def predicted(gpus, changes):
+    """The state after the changes, for check mode's diff."""
+    after = [dict(g) for g in gpus]
+    by_uuid = dict((g["uuid"], g) for g in after)
+    for entry in changes:
+        gpu = by_uuid[entry["uuid"]]
+        if entry["setting"] == "application_clocks":
+            gpu["application_clock_memory"] = entry["after"]["memory"]
+            gpu["application_clock_graphics"] = entry["after"]["graphics"]
+        elif entry["setting"] == "ecc_mode":
+            gpu["ecc_mode_pending"] = entry["after"]
+        elif entry["setting"] != "locked_clocks":
+            gpu[entry["setting"]] = entry["after"]
+    return after

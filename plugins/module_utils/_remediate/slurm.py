@@ -1,0 +1,217 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The SLURM partition gate: parse node states, plan drains and resumes, judge the brake.
+
+Everything here is a pure function; the slurm_gate_apply module does the I/O.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import re
+
+from ansible_collections.continuum.hydra.plugins.module_utils._results import ERRORED as ERROR
+from ansible_collections.continuum.hydra.plugins.module_utils._results import FAILED, HEALTHY, UNREACHABLE, WARNING
+
+# Every drain reason hydra writes starts with this; only such drains are ever resumed by hydra.
+REASON_PREFIX = "hydra:"
+UNREACHABLE_REASON = REASON_PREFIX + " unreachable"
+# SLURM stores reasons of any length, but `sinfo -R` shows the start: keep it readable.
+MAX_REASON_CHARS = 120
+
+UNKNOWN = "unknown"  # the gate's own: no doctor verdict to act on (skipped, or not in the report)
+OUTCOMES = (HEALTHY, WARNING, FAILED, ERROR, UNREACHABLE, UNKNOWN)
+DRAINABLE_OUTCOMES = (FAILED, ERROR, WARNING)
+UNREACHABLE_POLICIES = ("ignore", "drain")
+
+DEFAULT_POLICY = {
+    "drain_on": [FAILED, ERROR],
+    "unreachable": "ignore",
+    "max_fraction": 0.25,
+    "max_count": 10,
+    "node_names": {},
+}
+
+_NODE_NAME = re.compile(r"(?:^|\s)NodeName=(\S+)")
+_STATE = re.compile(r"\sState=(\S+)")
+# scontrol ends a reason with " [user@time]"; the reason itself may hold spaces and '='.
+_REASON = re.compile(r"\sReason=(.*?)(?: \[[^\[\]@]*@[^\[\]]*\])?\s*$")
+
+
+class GateInputError(ValueError):
+    """Bad gate input: one line naming the bad value and what is accepted."""
+
+
+def parse_show_node(text):
+    """`scontrol show node -o` text -> {node: {"state", "flags", "drained", "reason"}}.
+
+    22.05 has no `scontrol --json`; one line per node, with State=BASE+FLAG+FLAG and Reason= last.
+    """
+    nodes = {}
+    for line in text.splitlines():
+        name = _NODE_NAME.search(line)
+        if not name:
+            continue
+        state = _STATE.search(line)
+        reason = _REASON.search(line)
+        parts = (state.group(1) if state else "UNKNOWN").split("+")
+        nodes[name.group(1)] = {
+            "state": "+".join(parts),
+            "flags": parts[1:],
+            # DRAIN on an idle node, DRAINING/DRAINED in older spellings of the same flag.
+            "drained": any(p.startswith("DRAIN") for p in parts),
+            "reason": reason.group(1).strip() if reason and reason.group(1).strip() not in ("", "none") else None,
+        }
+    return nodes
+
+
+def is_hydra_reason(reason):
+    return bool(reason) and reason.startswith(REASON_PREFIX)
+
+
+def drain_reason(check_ids):
+    """`hydra: id1,id2` cut to MAX_REASON_CHARS, saying how many ids were left out."""
+    ids = sorted(set(check_ids)) or ["no failing check id reported"]
+    reason = "%s %s" % (REASON_PREFIX, ",".join(ids))
+    if len(reason) <= MAX_REASON_CHARS:
+        return reason
+    kept = []
+    for index, check_id in enumerate(ids):
+        suffix = " +%d more" % (len(ids) - index - 1) if index < len(ids) - 1 else ""
+        candidate = "%s %s%s" % (REASON_PREFIX, ",".join(kept + [check_id]), suffix)
+        if len(candidate) > MAX_REASON_CHARS:
+            break
+        kept.append(check_id)
+    return "%s %s +%d more" % (REASON_PREFIX, ",".join(kept), len(ids) - len(kept))
+
+
+def normalize_policy(policy):
+    """Policy with defaults filled in; GateInputError naming the first bad value."""
+    merged = dict(DEFAULT_POLICY)
+    merged.update(dict((k, v) for k, v in (policy or {}).items() if v is not None))
+    unknown = sorted(set(merged) - set(DEFAULT_POLICY))
+    if unknown:
+        raise GateInputError("policy: unknown key %r; accepted: %s" % (unknown[0], ", ".join(sorted(DEFAULT_POLICY))))
+    drain_on = merged["drain_on"]
+    bad = [s for s in drain_on if s not in DRAINABLE_OUTCOMES] if isinstance(drain_on, (list, tuple)) else [drain_on]
+    if bad:
+        raise GateInputError("drain_on: %r is not a doctor outcome that can drain; accepted: %s"
+                             % (bad[0], ", ".join(DRAINABLE_OUTCOMES)))
+    if merged["unreachable"] not in UNREACHABLE_POLICIES:
+        raise GateInputError("unreachable: %r is not a policy; accepted: %s"
+                             % (merged["unreachable"], ", ".join(UNREACHABLE_POLICIES)))
+    fraction = merged["max_fraction"]
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        raise GateInputError("max_fraction: %r is not a fraction between 0 and 1" % (fraction,))
+    count = merged["max_count"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise GateInputError("max_count: %r is not a whole number >= 0" % (count,))
+    if not isinstance(merged["node_names"], dict):
+        raise GateInputError("node_names: %r is not a mapping of inventory host to SLURM node name" % (merged["node_names"],))
+    return merged
+
+
+def _validate_outcomes(outcomes):
+    if not isinstance(outcomes, dict):
+        raise GateInputError("outcomes: %r is not a mapping of host to doctor outcome" % (outcomes,))
+    for host, outcome in outcomes.items():
+        status = outcome.get("status") if isinstance(outcome, dict) else None
+        if status not in OUTCOMES:
+            raise GateInputError("outcomes.%s.status: %r is not one of %s" % (host, status, ", ".join(OUTCOMES)))
+
+
+def plan(outcomes, nodes, policy=None):
+    """What the gate would do. Pure: outcomes x SLURM node states x policy -> plan.
+
+    outcomes: {inventory_host: {"status": one of OUTCOMES, "failing_checks": [ids], "message": str}}
+    nodes:    parse_show_node() output
+    Returns {"drain": [{node, host, reason, why}], "resume": [{node, host, reason, why}],
+             "leave": [{node, host, why}], "brake": {...}}; the brake is judged on the whole plan,
+    before anything changes, and a tripped brake means nothing is to be done at all.
+    """
+    _validate_outcomes(outcomes)
+    policy = normalize_policy(policy)
+    drain, resume, leave = [], [], []
+    judged = 0
+    for host in sorted(outcomes):
+        outcome = outcomes[host]
+        node = policy["node_names"].get(host, host)
+        status = outcome["status"]
+        if node not in nodes:
+            leave.append({"node": node, "host": host, "why": "slurmctld knows no node %r (map it with node_names)" % node})
+            continue
+        judged += 1
+        current = nodes[node]
+        reason = current["reason"]
+        failing = sorted(set(outcome.get("failing_checks") or []))
+        wants_drain = status in policy["drain_on"] or (status == UNREACHABLE and policy["unreachable"] == "drain")
+        if wants_drain:
+            new_reason = UNREACHABLE_REASON if status == UNREACHABLE else drain_reason(failing)
+            if current["drained"]:
+                owner = "hydra" if is_hydra_reason(reason) else "an admin"
+                leave.append({"node": node, "host": host,
+                              "why": "%s, already drained by %s (%s)" % (status, owner, reason or "no reason")})
+            else:
+                why = "doctor could not reach the host" if status == UNREACHABLE else \
+                    "doctor %s: %s" % (status, ", ".join(failing) or outcome.get("message") or "no check id")
+                drain.append({"node": node, "host": host, "reason": new_reason, "why": why})
+        elif status in (UNREACHABLE, UNKNOWN):
+            leave.append({"node": node, "host": host, "why": "%s (%s): not judged, state kept%s" % (
+                status, outcome.get("message") or "no doctor result",
+                " (unreachable policy is 'ignore')" if status == UNREACHABLE else "")})
+        elif current["drained"] and is_hydra_reason(reason):
+            resume.append({"node": node, "host": host, "reason": reason, "why": "doctor %s now; drained by hydra" % status})
+        elif current["drained"]:
+            leave.append({"node": node, "host": host,
+                          "why": "doctor %s, but drained by an admin (%s): hydra never resumes it" % (status, reason or "no reason")})
+        else:
+            leave.append({"node": node, "host": host, "why": "doctor %s, in service (%s)" % (status, current["state"])})
+    return {"drain": drain, "resume": resume, "leave": leave, "brake": brake(len(drain), judged, policy)}
+
+
+def brake(drain_count, node_count, policy):
+    """Tripped when this run would drain more than max_count nodes or more than max_fraction of the judged nodes."""
+    fraction = (float(drain_count) / node_count) if node_count else 0.0
+    why = None
+    if drain_count > policy["max_count"]:
+        why = "would drain %d nodes, more than max_count %d" % (drain_count, policy["max_count"])
+    elif fraction > policy["max_fraction"]:
+        why = "would drain %d of %d nodes (%.0f%%), more than max_fraction %g (%.0f%%)" % (
+            drain_count, node_count, fraction * 100, policy["max_fraction"], policy["max_fraction"] * 100)
+    return {"tripped": why is not None, "why": why, "drain_count": drain_count, "node_count": node_count,
+            "max_count": policy["max_count"], "max_fraction": policy["max_fraction"]}
+
+
+def plan_lines(gate_plan):
+    """The plan as one line per node, for people reading a check-mode run."""
+    lines = []
+    if gate_plan["brake"]["tripped"]:
+        lines.append("BRAKE: %s; nothing will be changed" % gate_plan["brake"]["why"])
+    lines.extend("drain  %s (%s): %s -> reason %r" % (d["node"], d["host"], d["why"], d["reason"]) for d in gate_plan["drain"])
+    lines.extend("resume %s (%s): %s (was %r)" % (r["node"], r["host"], r["why"], r["reason"]) for r in gate_plan["resume"])
+    lines.extend("leave  %s (%s): %s" % (entry["node"], entry["host"], entry["why"]) for entry in gate_plan["leave"])
+    return lines
+
+
+def drain_args(node, reason):
+    """scontrol arguments that drain one node (an argument list: the reason needs no quoting)."""
+    return ["update", "nodename=%s" % node, "state=drain", "reason=%s" % reason]
+
+
+def resume_args(node):
+    return ["update", "nodename=%s" % node, "state=resume"]
+
+
+def unverified(gate_plan, nodes_after):
+    """Nodes whose state after the run is not what the plan did: [(node, what is wrong)]."""
+    problems = []
+    for entry in gate_plan["drain"]:
+        after = nodes_after.get(entry["node"])
+        if not after or not after["drained"] or not is_hydra_reason(after["reason"]):
+            problems.append((entry["node"], "not drained with a hydra reason (state %s)" % (after or {}).get("state")))
+    for entry in gate_plan["resume"]:
+        after = nodes_after.get(entry["node"])
+        if not after or after["drained"]:
+            problems.append((entry["node"], "still drained (state %s)" % (after or {}).get("state")))
+    return problems

@@ -1,0 +1,98 @@
+"""Build a simulated heterogeneous fleet: local-connection hosts, each with its own fake nvidia-smi.
+
+Every host gets a bin directory first on PATH (through the play's `environment`) holding a fake
+`nvidia-smi` that replays a recorded real `nvidia-smi -q -x` file, edited where a fault is planted,
+and fake `journalctl`/`dmesg` that replay a kernel log. Nothing else is faked: the module, the
+connection plugin, the callback and the report files are real.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import yaml
+
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO, read_fixture
+
+PLAYBOOK = os.path.join(REPO, "playbooks", "doctor.yml")
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+def plant(xml, *edits):
+    """Apply (pattern, replacement, count) regex edits to a copy of a real recording; each must match."""
+    for pattern, replacement, count in edits:
+        xml, n = re.subn(pattern, replacement, xml, count=count)
+        assert n, "planting failed: %r matched nothing" % pattern
+    return xml
+
+
+PERSISTENCE_ON = (r"<persistence_mode>Disabled</persistence_mode>", "<persistence_mode>Enabled</persistence_mode>", 1)
+# Three uncorrectable DRAM errors since the driver loaded, on the first GPU of the recording.
+UNCORRECTABLE_ECC = (
+    r"(<volatile>\s*<sram_correctable>0</sram_correctable>\s*<sram_uncorrectable>0</sram_uncorrectable>\s*"
+    r"<dram_correctable>0</dram_correctable>\s*<dram_uncorrectable>)0(</dram_uncorrectable>)", r"\g<1>3\2", 1)
+
+# Checks that read the real machine's /sys, NVML or kernel module rather than nvidia-smi: the fake
+# nvidia-smi cannot stand in for them, so simulated fleets select the GPU checks and leave these out.
+GPU_ONLY = ["gpu", "driver.nvidia_smi", "driver.version"]
+MACHINE_BOUND = ["gpu.nvml_available", "gpu.nvml_devices"]
+
+
+def write_host_bin(root, host, xml=None, kernel_log="", hang=False):
+    """The host's fake tools; returns the directory."""
+    bindir = os.path.join(root, host, "bin")
+    os.makedirs(bindir)
+    if xml is not None or hang:
+        smi_xml = os.path.join(root, host, "nvidia-smi-q-x.xml")
+        with open(smi_xml, "w") as handle:
+            handle.write(xml or "")
+        body = "exec sleep 600\n" if hang else 'case "$*" in *-q*) exec cat "%s" ;; esac\nexit 0\n' % smi_xml
+        _script(os.path.join(bindir, "nvidia-smi"), body)
+    log = os.path.join(root, host, "kernel.log")
+    with open(log, "w") as handle:
+        handle.write(kernel_log)
+    for tool in ("journalctl", "dmesg"):
+        _script(os.path.join(bindir, tool), 'exec cat "%s"\n' % log)
+    return bindir
+
+
+def _script(path, body):
+    with open(path, "w") as handle:
+        handle.write("#!/bin/sh\n" + body)
+    os.chmod(path, 0o755)
+
+
+def host_vars(bindir, **extra):
+    values = {
+        "ansible_connection": "local",
+        "ansible_python_interpreter": sys.executable,
+        # Only the fake tools and the basic system directories: no real nvidia-smi can leak in.
+        "hydra_environment": {"PATH": "%s:/usr/bin:/bin" % bindir},
+    }
+    values.update(extra)
+    return values
+
+
+def run_playbook(inventory, report_dir, extra_vars=None, timeout=300, playbook=PLAYBOOK):
+    inv_path = os.path.join(report_dir, "inventory.yml")
+    with open(inv_path, "w") as handle:
+        yaml.safe_dump(inventory, handle)
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), HYDRA_REPORT_DIR=report_dir,
+               ANSIBLE_NOCOLOR="1", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+    argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inv_path, playbook]
+    for key, value in (extra_vars or {}).items():
+        argv += ["-e", json.dumps({key: value})]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False)
+    report_path = os.path.join(report_dir, "fleet-report.json")
+    report = None
+    if os.path.exists(report_path):
+        with open(report_path) as handle:
+            report = json.load(handle)
+    return proc, report
+
+
+def fixture(name):
+    return read_fixture("nvidia-smi", name)

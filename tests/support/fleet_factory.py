@@ -1,0 +1,141 @@
+"""Synthetic fleets for fleet-analysis tests and benchmarks.
+
+Hosts are built from real recordings: each class's GPU is a GPU of a recorded `nvidia-smi -q -x`
+(tests/fixtures/nvidia-smi) parsed by the collection's own parser, replicated to the class's GPU count
+with fresh UUIDs; the environment is what doctor's `_doctor.environment()` makes of it (per-GPU modes,
+PCIe link and memory included). Anomalies are planted
+by editing a copy of a host's result, never by writing a result from scratch.
+"""
+
+import copy
+import os
+import random
+
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
+
+GIB = 1024 ** 3
+_PARSED = {}
+
+
+def recorded_smi(name):
+    """The parsed data of a recorded nvidia-smi XML (cached)."""
+    if name not in _PARSED:
+        with open(os.path.join(REPO, "tests", "fixtures", "nvidia-smi", name)) as handle:
+            _PARSED[name] = parse_nvidia_smi(handle.read())
+    return _PARSED[name]
+
+
+# name -> (fixture, GPUs per host, CPU model, MemTotal bytes, reference figures per GPU / per host)
+CLASSES = {
+    "a100x8": ("a100-sxm4-v12.xml", 8, "AMD EPYC 7763 64-Core Processor", 1007 * GIB,
+               {"bf16_tflops": 280.0, "hbm_gbps": 1700.0, "h2d_gbps": 24.0},
+               {"triad_gbps": 180.0, "read_iops": 600000.0, "cpu_gflops_all_cores": 2100.0, "allreduce_latency_us": 40.0}),
+    "a10gx4": ("a10g.xml", 4, "AMD EPYC 7R32", 187 * GIB,
+               {"bf16_tflops": 62.0, "hbm_gbps": 560.0, "h2d_gbps": 12.0},
+               {"triad_gbps": 90.0, "read_iops": 250000.0, "cpu_gflops_all_cores": 700.0, "allreduce_latency_us": 85.0}),
+    "t4x1": ("tesla-t4.xml", 1, "Intel(R) Xeon(R) Platinum 8259CL CPU @ 2.50GHz", 62 * GIB,
+             {"bf16_tflops": 24.0, "hbm_gbps": 280.0, "h2d_gbps": 6.0},
+             {"triad_gbps": 40.0, "read_iops": 90000.0, "cpu_gflops_all_cores": 200.0}),
+    "ada4000x2": ("rtx-4000-sff-ada-v13.xml", 2, "Intel(R) Xeon(R) w5-2455X", 251 * GIB,
+                  {"bf16_tflops": 48.0, "hbm_gbps": 330.0, "h2d_gbps": 12.5},
+                  {"triad_gbps": 110.0, "read_iops": 400000.0, "cpu_gflops_all_cores": 900.0, "allreduce_latency_us": 60.0}),
+}
+
+
+def _gpu_record(smi_gpu, index, rng):
+    gpu = copy.deepcopy(smi_gpu)
+    gpu["index"] = index
+    gpu["uuid"] = "GPU-%08x-%04x-%04x-%04x-%012x" % tuple(rng.getrandbits(bits) for bits in (32, 16, 16, 16, 48))
+    gpu["pci_bus_id"] = "00000000:%02X:00.0" % (0x10 + index * 0x10)
+    return gpu
+
+
+def environment(host, smi, gpus, cpu_model, memory_bytes, kernel="6.1.0-18-amd64"):
+    """doctor's environment for this host, from the real assembly function."""
+    host_data = {"hostname": host, "os": "Debian GNU/Linux 12 (bookworm)", "kernel": kernel, "cpu_model": cpu_model,
+                 "logical_cpus": 128, "memory_total_bytes": memory_bytes, "nccl_settings": {}}
+    return _doctor.environment({"host": {"data": host_data}, "nvidia_smi": {"data": dict(smi, gpus=gpus)}})
+
+
+def check(check_id, status="PASS", gpus=None, details=None, remediation=None):
+    return {"id": check_id, "title": check_id, "category": check_id.split(".")[0], "status": status,
+            "message": "%s: %s" % (check_id, status), "details": dict(details or {}, **({"gpus": gpus} if gpus else {})),
+            "remediation": remediation, "duration_ms": 0.1}
+
+
+def doctor_result(env, checks=None, torch_version="2.5.1+cu124", nccl_version="2.21.5"):
+    checks = checks if checks is not None else [
+        check("gpu.ecc_errors"), check("gpu.persistence_mode"), check("system.dev_shm"),
+        check("pytorch.installed", details={"python": "/opt/venv/bin/python", "version": torch_version}),
+        check("nccl.torch_backend", details={"nccl_available": True, "nccl_version": nccl_version}),
+    ]
+    return {"schema_version": "1.1.0", "environment": env, "checks": checks, "summary": {}, "overall_status": "ignored",
+            "probes": {"nvidia_smi": {"status": "ok", "reason": None, "duration_ms": 1.0}}}
+
+
+def profile_summary(env, gpu_figures, host_figures, verdict=None):
+    gpus = [{"uuid": g["uuid"], "index": g["index"], "name": g["name"], "memory_total_mib": g.get("memory_total_mib"),
+             "figures": dict(gpu_figures)} for g in env["gpus"]]
+    return {"figures": dict(host_figures), "gpus": gpus,
+            "verdict": verdict or {"primary_bottleneck": "gpu_compute", "secondary_bottleneck": "memory_bandwidth",
+                                   "confidence": 0.8}}
+
+
+def noisy(figures, rng, cv):
+    return dict((k, v * (1.0 + rng.gauss(0.0, cv))) for k, v in figures.items())
+
+
+class SyntheticFleet(object):
+    """Hosts named <class>-<nnnnn>, each with a doctor result and a profile summary, all healthy and on the
+    class's reference figures with Gaussian noise (coefficient of variation ``cv``)."""
+
+    def __init__(self, sizes, seed=1, cv=0.02):
+        self.rng = random.Random(seed)
+        self.hosts = {}  # name -> {"class", "doctor", "profile"}
+        for class_name in sorted(sizes):
+            fixture, count, cpu, memory, gpu_ref, host_ref = CLASSES[class_name]
+            smi = recorded_smi(fixture)
+            for i in range(sizes[class_name]):
+                name = "%s-%05d" % (class_name, i)
+                gpus = [_gpu_record(smi["gpus"][0], index, self.rng) for index in range(count)]
+                env = environment(name, smi, gpus, cpu, memory)
+                profile = profile_summary(env, {}, noisy(host_ref, self.rng, cv))
+                for gpu in profile["gpus"]:
+                    gpu["figures"] = noisy(gpu_ref, self.rng, cv)
+                self.hosts[name] = {"class": class_name, "doctor": doctor_result(env), "profile": profile}
+
+    def names(self, class_name):
+        return sorted(h for h, v in self.hosts.items() if v["class"] == class_name)
+
+    def slow_host(self, host, factor, metric=None):
+        """Scale a host's figures (one metric, or every host figure) by factor (0.8 = 20 % slower)."""
+        figures = self.hosts[host]["profile"]["figures"]
+        for key in [metric] if metric else list(figures):
+            figures[key] = figures[key] / factor if key.endswith("_us") else figures[key] * factor
+
+    def slow_gpu(self, host, index, factor, metric="bf16_tflops"):
+        gpu = self.hosts[host]["profile"]["gpus"][index]
+        gpu["figures"][metric] *= factor
+        return gpu["uuid"]
+
+    def set_env(self, host, key, value, gpu_index=None):
+        env = self.hosts[host]["doctor"]["environment"]
+        if gpu_index is None:
+            env[key] = value
+        else:
+            env["gpus"][gpu_index][key] = value
+
+    def collector(self, profile=True, doctor=True):
+        collector = FleetCollector()
+        for name in sorted(self.hosts):
+            if doctor:
+                collector.add_doctor(name, self.hosts[name]["doctor"])
+            if profile:
+                collector.add_profile(name, self.hosts[name]["profile"])
+        return collector
+
+    def report(self, generated_at="2026-11-22T13:00:00+00:00", **kwargs):
+        return self.collector(**kwargs).build(generated_at, "doctor.yml")

@@ -1,0 +1,188 @@
+"""The doctor framework: selection, gating by probe outcome, isolation of crashes, result shape."""
+
+import pytest
+
+from ansible_collections.continuum.hydra.plugins.module_utils import _results
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, run
+
+
+def _probe_table(**overrides):
+    """Every probe absent except the host facts, then the given overrides."""
+    def absent(options):
+        raise ProbeAbsent("not on this test host")
+    table = dict((name, absent) for name in probe_catalogue.PROBES)
+    table["host"] = lambda options: {"hostname": "test-host"}
+    table.update(overrides)
+    return table
+
+
+def _chk(check_id, func, requires=(), uses=()):
+    return registry.Check(check_id, check_id, func, requires, uses)
+
+
+def test_catalogue_ids_are_unique_dotted_and_categorised():
+    ids = [c.id for c in CATALOGUE]
+    assert len(ids) == len(set(ids))
+    for chk in CATALOGUE:
+        assert "." in chk.id and chk.category == chk.id.split(".")[0]
+        assert all(p in probe_catalogue.PROBES for p in chk.probes), chk.id
+
+
+def test_select_matches_whole_dotted_segments():
+    checks = [_chk(i, None) for i in ("gpu.ecc_errors", "gpu.ecc_mode", "gpu.count", "gpux.other", "system.numa")]
+    assert [c.id for c in registry.select(checks, only=["gpu"])] == ["gpu.ecc_errors", "gpu.ecc_mode", "gpu.count"]
+    assert [c.id for c in registry.select(checks, only=["gpu"], exclude=["gpu.ecc_errors"])] == ["gpu.ecc_mode", "gpu.count"]
+    assert [c.id for c in registry.select(checks, only=["gpu.ecc"])] == []  # a prefix must end at a dot
+    assert registry.unknown_patterns(checks, ["gpu", "gpu.ecc", "nope"]) == ["gpu.ecc", "nope"]
+
+
+def test_gate_errored_probe_is_error_absent_probe_is_skip_and_uses_reach_the_check():
+    seen = {}
+
+    def judge(probes, expect):
+        seen.update(probes)
+        return _results.finding(_results.PASS, "ok")
+
+    envelopes = {"a": {"status": "error", "reason": "timed out", "data": None},
+                 "b": {"status": "absent", "reason": "no such tool", "data": None},
+                 "c": {"status": "ok", "reason": None, "data": 1}}
+    assert registry.evaluate(_chk("x.a", judge, requires=("a",)), envelopes, {})["status"] == "ERROR"
+    assert "timed out" in registry.evaluate(_chk("x.a", judge, requires=("a",)), envelopes, {})["message"]
+    assert registry.evaluate(_chk("x.b", judge, requires=("c", "b")), envelopes, {})["status"] == "SKIP"
+    assert not seen
+    record = registry.evaluate(_chk("x.c", judge, requires=("c",), uses=("a",)), envelopes, {})
+    assert record["status"] == "PASS" and set(seen) == {"a", "c"}
+
+
+def test_a_crashing_check_is_an_error_of_that_check_only():
+    def boom(probes, expect):
+        raise KeyError("driver_version")
+
+    def bad_status(probes, expect):
+        return {"status": "GOOD", "message": "?"}
+
+    record = registry.evaluate(_chk("x.boom", boom), {}, {})
+    assert record["status"] == "ERROR" and "KeyError" in record["message"]
+    assert registry.evaluate(_chk("x.bad", bad_status), {}, {})["status"] == "ERROR"
+
+
+def test_probe_outcomes_become_envelopes_and_each_probe_runs_once():
+    calls = []
+
+    def counted(options):
+        calls.append(1)
+        return {"v": 1}
+
+    def crash(options):
+        return 1 / 0
+
+    def fails(options):
+        raise ProbeError("permission denied")
+
+    table = {"ok": counted, "crash": crash, "fails": fails}
+    out = probe_catalogue.collect(["ok", "crash", "ok", "fails"], {}, table)
+    assert len(calls) == 1 and out["ok"]["status"] == "ok" and out["ok"]["data"] == {"v": 1}
+    assert out["crash"]["status"] == "error" and "ZeroDivisionError" in out["crash"]["reason"]
+    assert out["fails"] == dict(out["fails"], status="error", reason="permission denied")
+
+
+def test_run_has_the_doctor_json_shape_and_consistent_summary():
+    result = _doctor.run(probes=_probe_table())
+    assert set(result) >= {"schema_version", "environment", "checks", "summary", "overall_status", "total_duration_ms", "probes"}
+    assert result["environment"]["hostname"] == "test-host" and result["environment"]["gpus"] == []
+    assert sum(result["summary"].values()) == len(result["checks"]) == len(CATALOGUE)
+    assert result["summary"] == _results.summarize(result["checks"])
+    for chk in result["checks"]:
+        assert set(chk) >= {"id", "title", "category", "status", "message", "details", "remediation", "duration_ms"}
+
+
+def test_only_runs_just_the_probes_the_selected_checks_need():
+    ran = []
+
+    def tracking(name):
+        def probe(options):
+            ran.append(name)
+            raise ProbeAbsent("absent")
+        return probe
+
+    table = _probe_table(**dict((name, tracking(name)) for name in probe_catalogue.PROBES if name != "host"))
+    some = CATALOGUE[0]
+    _doctor.run(only=[some.id], probes=table)
+    assert set(ran) == set(_doctor.ALWAYS_PROBED[1:]) | set(some.probes) - {"host"}
+
+
+def test_deterministic_results_diff_clean():
+    first = _doctor.run(deterministic=True, probes=_probe_table())
+    second = _doctor.run(deterministic=True, probes=_probe_table())
+    assert first == second
+    assert "total_duration_ms" not in first and "timestamp_utc" not in first["environment"]
+    assert [c["id"] for c in first["checks"]] == sorted(c["id"] for c in first["checks"])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"only": ["gpu.ecc"]}, "only: 'gpu.ecc' matches no check id"),
+    ({"exclude": ["nosuch"]}, "exclude: 'nosuch' matches no check id"),
+    ({"timeouts": {"nvidia-smi": 3}}, "timeouts: unknown probe 'nvidia-smi'; accepted: command, kernel_log, nvidia_smi, torch"),
+    ({"timeouts": {"torch": 0}}, "timeouts.torch: 0 is not a positive number of seconds"),
+    ({"timeouts": {"torch": "10"}}, "timeouts.torch: '10' is not a positive number of seconds"),
+    ({"expect": {"no_such_key": 1}}, "expect: unknown key 'no_such_key'"),
+])
+def test_bad_options_are_one_line_errors_naming_the_value(kwargs, message):
+    with pytest.raises(_doctor.DoctorInputError) as err:
+        _doctor.run(probes=_probe_table(), **kwargs)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_fail_on():
+    assert not _doctor.should_fail("failed", "never")
+    assert _doctor.should_fail("failed", "fail") and _doctor.should_fail("error", "fail")
+    assert not _doctor.should_fail("warning", "fail") and _doctor.should_fail("warning", "warn")
+    assert not _doctor.should_fail("healthy", "warn")
+
+
+def test_overall_status_orders_fail_error_warn():
+    assert _results.overall_status({"FAIL": 1, "ERROR": 1, "WARN": 1}) == "failed"
+    assert _results.overall_status({"ERROR": 1, "WARN": 1}) == "error"
+    assert _results.overall_status({"WARN": 1, "SKIP": 3}) == "warning"
+    assert _results.overall_status({"PASS": 2, "SKIP": 3}) == "healthy"
+
+
+def test_command_runner_kills_a_hang_and_reports_missing_binaries(tmp_path):
+    with pytest.raises(ProbeError) as err:
+        run(["sleep", "30"], timeout=0.3)
+    assert str(err.value) == "sleep 30 timed out after 0.3s"
+    with pytest.raises(ProbeAbsent):
+        run([str(tmp_path / "nope")], timeout=1)
+    script = tmp_path / "noexec"
+    script.write_text("#!/bin/sh\n")
+    with pytest.raises(ProbeError) as err:
+        run([str(script)], timeout=1)
+    assert "permission denied" in str(err.value)
+    assert run(["sh", "-c", "echo $LANG; echo err >&2; exit 3"], timeout=5) == (3, "C\n", "err\n")
+
+
+def test_version_constant_matches_galaxy():
+    import os
+    import yaml
+    from ansible_collections.continuum.hydra.tests.support.helpers import REPO
+    with open(os.path.join(REPO, "galaxy.yml")) as handle:
+        assert yaml.safe_load(handle)["version"] == _doctor.HYDRA_VERSION
+
+
+def test_environment_names_each_gpu_with_the_configuration_drift_compares():
+    from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
+    smi = nvidia_smi.parse_nvidia_smi(read_fixture("nvidia-smi", "a100-sxm4-v12.xml"))
+    table = _probe_table(nvidia_smi=lambda options: smi, torch=lambda options: {"installed": True, "version": "2.13.0", "nccl_version": "2.21.5"})
+    env = _doctor.run(only=["pytorch.installed"], probes=table)["environment"]
+    assert env["driver_version"] == "535.54.03" and env["cuda_driver_version"] == "12.2"
+    assert env["torch_version"] == "2.13.0" and env["nccl_version"] == "2.21.5"
+    assert env["gpus"] == [{
+        "index": 0, "pci_bus_id": "00000000:01:00.0", "uuid": "GPU-513536b6-7d19-9063-b049-1e69664bb298",
+        "name": "NVIDIA A100-SXM4-80GB", "driver_version": "535.54.03", "vbios_version": "92.00.36.00.02",
+        "persistence_mode": "Disabled", "ecc_mode": "Enabled", "mig_mode": "Enabled", "pcie_gen_max": 4,
+        "pcie_width_max": 16, "memory_total_mib": 81920}]
