@@ -56,7 +56,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.continuum.hydra.plugins.module_utils._results import HOST_VERDICTS, UNREACHABLE
+from ansible_collections.continuum.hydra.plugins.module_utils._status import HOST_VERDICTS, UNREACHABLE
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, TASK_FAILED, UNCHECKED, FleetCollector
 
 FLEET_REPORT_KIND = "continuum.hydra.fleet_report"

@@ -165,6 +165,7 @@ catalogue:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
+from ansible_collections.continuum.hydra.plugins.module_utils._status import fails_task
 
 
 def main():
@@ -193,7 +194,7 @@ def main():
         )
     except _doctor.DoctorInputError as exc:
         module.fail_json(msg=str(exc))
-    if _doctor.should_fail(result["overall_status"], params["fail_on"]):
+    if fails_task(result["overall_status"], params["fail_on"]):
         module.fail_json(msg="doctor: host is %s (fail_on=%s)" % (result["overall_status"], params["fail_on"]), changed=False, **result)
     module.exit_json(changed=False, **result)
 

@@ -11,6 +11,7 @@ import datetime
 import time
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _results
+from ansible_collections.continuum.hydra.plugins.module_utils._status import host_verdict
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 # One hydra_expect serves doctor and profile: importing the verdict declares profile's keys, so doctor accepts them.
@@ -72,7 +73,7 @@ def run(only=None, exclude=None, expect=None, timeouts=None, deterministic=False
         "environment": environment(envelopes),
         "checks": checks,
         "summary": summary,
-        "overall_status": _results.overall_status(summary),
+        "overall_status": host_verdict(summary),
         "probes": dict((name, {"status": env["status"], "reason": env["reason"], "duration_ms": env["duration_ms"]})
                        for name, env in envelopes.items()),
         "total_duration_ms": round((time.monotonic() - start) * 1000.0, 3),
@@ -116,12 +117,3 @@ def make_deterministic(result):
     result["environment"] = dict((k, v) for k, v in result["environment"].items() if k != "timestamp_utc")
     result.pop("total_duration_ms", None)
     return result
-
-
-def should_fail(overall, fail_on):
-    """fail_on=never|fail|warn: whether this result fails the Ansible task."""
-    if fail_on == "fail":
-        return overall in (_results.FAILED, _results.ERRORED)
-    if fail_on == "warn":
-        return overall != _results.HEALTHY
-    return False

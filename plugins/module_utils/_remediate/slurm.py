@@ -11,8 +11,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import re
 
-from ansible_collections.continuum.hydra.plugins.module_utils._results import ERRORED as ERROR
-from ansible_collections.continuum.hydra.plugins.module_utils._results import FAILED, HEALTHY, UNREACHABLE, WARNING
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED as ERROR
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAILED, HEALTHY, UNREACHABLE, WARNING
 
 # Every drain reason hydra writes starts with this; only such drains are ever resumed by hydra.
 REASON_PREFIX = "hydra:"

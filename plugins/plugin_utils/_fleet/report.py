@@ -7,7 +7,8 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from ansible_collections.continuum.hydra.plugins.module_utils._results import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, overall_status, summarize
+from ansible_collections.continuum.hydra.plugins.module_utils._results import summarize
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, host_verdict
 
 FLEET_SCHEMA_VERSION = "1.1.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
@@ -46,7 +47,7 @@ class FleetCollector(object):
             return
         entry = self._entry(host)
         # Recount rather than trust the summary: the report must agree with the checks it lists.
-        entry.update(status=overall_status(summarize(checks)), message=None, doctor=result,
+        entry.update(status=host_verdict(summarize(checks)), message=None, doctor=result,
                      failing_checks=[c["id"] for c in checks if c["status"] in (FAIL, ERROR)],
                      warning_checks=[c["id"] for c in checks if c["status"] == WARN])
 

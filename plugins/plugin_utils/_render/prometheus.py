@@ -16,7 +16,7 @@ import datetime
 import functools
 import math
 
-from ansible_collections.continuum.hydra.plugins.module_utils._results import STATUSES
+from ansible_collections.continuum.hydra.plugins.module_utils._status import STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import gpu_figures, gpu_records, host_figures
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views

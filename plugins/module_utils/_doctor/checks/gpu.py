@@ -15,7 +15,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 import re
 from collections import Counter, OrderedDict
 
-from ansible_collections.continuum.hydra.plugins.module_utils._results import ERROR, FAIL, PASS, SKIP, WARN, finding, gpu_ref, worst
+from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN, worst
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import xid_table
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import check, expectation, expected
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.gpu import XID_WINDOW_HOURS

@@ -21,7 +21,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 import inspect
 import time
 
-from ansible_collections.continuum.hydra.plugins.module_utils._results import ERROR, SKIP, STATUSES
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, SKIP, STATUSES
 
 _REGISTRY = []
 _EXPECTATIONS = {}

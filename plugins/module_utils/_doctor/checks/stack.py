@@ -10,7 +10,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 import re
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import check, expectation, expected
-from ansible_collections.continuum.hydra.plugins.module_utils._results import FAIL, PASS, SKIP, WARN, finding
+from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, SKIP, WARN
 
 MIN_PYTHON = (3, 9)
 

@@ -9,7 +9,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import check, expectation, expected
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.system import DEFAULT_DISK_PATHS
-from ansible_collections.continuum.hydra.plugins.module_utils._results import FAIL, PASS, SKIP, WARN, finding
+from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, SKIP, WARN
 
 GIB = 2.0 ** 30
 

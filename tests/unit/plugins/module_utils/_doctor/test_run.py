@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _results
+from ansible_collections.continuum.hydra.plugins.module_utils import _results, _status
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
@@ -45,7 +45,7 @@ def test_gate_errored_probe_is_error_absent_probe_is_skip_and_uses_reach_the_che
 
     def judge(probes, expect):
         seen.update(probes)
-        return _results.finding(_results.PASS, "ok")
+        return _results.finding(_status.PASS, "ok")
 
     envelopes = {"a": {"status": "error", "reason": "timed out", "data": None},
                  "b": {"status": "absent", "reason": "no such tool", "data": None},
@@ -138,17 +138,17 @@ def test_bad_options_are_one_line_errors_naming_the_value(kwargs, message):
 
 
 def test_fail_on():
-    assert not _doctor.should_fail("failed", "never")
-    assert _doctor.should_fail("failed", "fail") and _doctor.should_fail("error", "fail")
-    assert not _doctor.should_fail("warning", "fail") and _doctor.should_fail("warning", "warn")
-    assert not _doctor.should_fail("healthy", "warn")
+    assert not _status.fails_task("failed", "never")
+    assert _status.fails_task("failed", "fail") and _status.fails_task("error", "fail")
+    assert not _status.fails_task("warning", "fail") and _status.fails_task("warning", "warn")
+    assert not _status.fails_task("healthy", "warn")
 
 
 def test_overall_status_orders_fail_error_warn():
-    assert _results.overall_status({"FAIL": 1, "ERROR": 1, "WARN": 1}) == "failed"
-    assert _results.overall_status({"ERROR": 1, "WARN": 1}) == "error"
-    assert _results.overall_status({"WARN": 1, "SKIP": 3}) == "warning"
-    assert _results.overall_status({"PASS": 2, "SKIP": 3}) == "healthy"
+    assert _status.host_verdict({"FAIL": 1, "ERROR": 1, "WARN": 1}) == "failed"
+    assert _status.host_verdict({"ERROR": 1, "WARN": 1}) == "error"
+    assert _status.host_verdict({"WARN": 1, "SKIP": 3}) == "warning"
+    assert _status.host_verdict({"PASS": 2, "SKIP": 3}) == "healthy"
 
 
 def test_command_runner_kills_a_hang_and_reports_missing_binaries(tmp_path):
