@@ -29,8 +29,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
 
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet  # noqa: E402
-
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref  # noqa: E402
@@ -38,6 +36,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import hist
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector  # noqa: E402
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal  # noqa: E402
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet  # noqa: E402
 
 SHARES = {"a100x8": 0.4, "a10gx4": 0.3, "t4x1": 0.2, "ada4000x2": 0.1}
 EARLIER_RUNS = 3

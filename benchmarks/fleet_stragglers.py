@@ -19,9 +19,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
 
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet  # noqa: E402
-
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import analyse  # noqa: E402
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet  # noqa: E402
 
 CLASSES = ("a100x8", "a10gx4", "t4x1", "ada4000x2")
 

@@ -26,10 +26,12 @@ sys.path.insert(0, os.path.join(REPO, "collections"))
 
 import numpy  # noqa: E402
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu_worker  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import telemetry
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import (
+    cpu_worker,  # noqa: E402
+    disk,
+    memory,
+    telemetry,
+)
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus  # noqa: E402
 
 

@@ -131,7 +131,6 @@ import json
 import os
 
 import yaml
-
 from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_native
@@ -141,7 +140,8 @@ from ansible.plugins.callback import CallbackBase
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError, validate as validate_batch
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import validate as validate_batch
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import ExpectedVersionsError, parse_expected
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
@@ -182,7 +182,7 @@ class CallbackModule(CallbackBase):
     CALLBACK_NEEDS_ENABLED = True
 
     def __init__(self, *args, **kwargs):
-        super(CallbackModule, self).__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)
         self._collector = FleetCollector()
         self._ran_hydra_task = False
         self._play_runs_hydra = False
@@ -192,7 +192,7 @@ class CallbackModule(CallbackBase):
 
     def set_options(self, task_keys=None, var_options=None, direct=None):
         try:
-            super(CallbackModule, self).set_options(task_keys=task_keys, var_options=var_options, direct=direct)
+            super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
         except AnsibleError:
             # One bad value (HYDRA_HISTORY_KEEP=ten) must not cost the report: that option falls back to its default.
             self._plugin_options = {}
@@ -222,7 +222,7 @@ class CallbackModule(CallbackBase):
             try:
                 with open(path, encoding="utf-8") as handle:
                     expected = parse_expected(handle.read(), path)
-            except (OSError, IOError) as exc:
+            except OSError as exc:
                 problems.append("expected_versions: cannot read %s: %s; drift is judged against the class majority" % (path, exc.strerror or exc))
             except ExpectedVersionsError as exc:
                 problems.append("expected_versions: %s; drift is judged against the class majority" % exc)
@@ -349,7 +349,7 @@ class CallbackModule(CallbackBase):
                 if name == "json":
                     stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%S.%fZ")))
                     write_atomic(stamped, _chunks_of(path))
-            except (OSError, IOError) as exc:
+            except OSError as exc:
                 self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
             except Exception as exc:  # pylint: disable=broad-exception-caught
                 self._display.warning("%s: cannot render %s: %s: %s" % (NAME, path, type(exc).__name__, _one_line(exc)))
@@ -360,7 +360,7 @@ class CallbackModule(CallbackBase):
             return
         try:
             history.write_snapshot(settings["history_dir"], options.current_snapshot, now, settings["history_keep"])
-        except (OSError, IOError) as exc:
+        except OSError as exc:
             self._display.warning("%s: cannot write the history snapshot to %s: %s" % (NAME, settings["history_dir"], exc))
         options.current_snapshot = None  # written: not held while the formats are rendered
 
@@ -373,7 +373,7 @@ class CallbackModule(CallbackBase):
                 write_atomic(base + ".json", json.dumps(plan, indent=1, sort_keys=True) + "\n")
                 write_atomic(base + ".yaml", yaml.safe_dump(plan, sort_keys=True, default_flow_style=False))
                 written.append(base + ".json")
-            except (OSError, IOError) as exc:
+            except OSError as exc:
                 self._display.warning("%s: cannot write the batch plan %s: %s" % (NAME, base, exc))
         return written
 

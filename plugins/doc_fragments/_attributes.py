@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
 
-class ModuleDocFragment(object):
+class ModuleDocFragment:
     """Attribute documentation shared by the collection's modules (private)."""
 
     DOCUMENTATION = r"""

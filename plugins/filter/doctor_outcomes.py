@@ -108,6 +108,6 @@ def doctor_outcomes(source, hosts=None, result_var="hydra_doctor"):
     return dict((name, from_fleet_report_host(report_hosts[name])) for name in hosts)
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"doctor_outcomes": doctor_outcomes}

@@ -63,7 +63,6 @@ _value:
 """
 
 import datetime
-
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleFilterError
@@ -102,6 +101,6 @@ def fleet_stats(source, hosts=None, result_var="hydra_doctor"):
     return set_stats_data(_collect(source, list(hosts), result_var))
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"fleet_stats": fleet_stats}

@@ -215,6 +215,6 @@ def remediation_plan(result, remediation_map=None, cgroup_root="/sys/fs/cgroup")
     return plan
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {"remediation_plan": remediation_plan}

@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -150,7 +149,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import cgroups as _cgroups
 
 
-class Tree(object):
+class Tree:
     """Reads and writes under the cgroup root; every path is relative to it."""
 
     def __init__(self, root):
@@ -163,7 +162,7 @@ class Tree(object):
         try:
             with open(self.path(rel)) as handle:
                 return handle.read()
-        except (IOError, OSError):
+        except OSError:
             return None
 
     def exists(self, rel):
@@ -192,7 +191,7 @@ def read_processes(proc="/proc"):
             with open(os.path.join(proc, name, "comm")) as handle:
                 comm = handle.read().strip()
             uid = os.stat(os.path.join(proc, name)).st_uid
-        except (IOError, OSError):
+        except OSError:
             continue  # gone meanwhile
         try:
             user = pwd.getpwuid(uid).pw_name
@@ -288,10 +287,10 @@ def main():
                 for pid in action["pids"]:
                     try:
                         tree.add_pid(action["path"], pid)
-                    except (IOError, OSError) as exc:
+                    except OSError as exc:
                         if exc.errno != errno.ESRCH:  # a process that ended meanwhile needs no limit
                             raise
-        except (IOError, OSError) as exc:
+        except OSError as exc:
             module.fail_json(msg="cgroup_limits: %s %s failed: %s" % (
                 action["action"], tree.path(action["path"]), exc.strerror or exc), **result)
 

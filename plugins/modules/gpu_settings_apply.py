@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -145,9 +144,9 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings as _gpu_settings
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings as _gpu_settings
 
 
 class Smi(NvidiaSmiCli):
@@ -166,7 +165,7 @@ def read_record(path):
     try:
         with open(path) as handle:
             record = json.load(handle)
-    except (IOError, OSError, ValueError):
+    except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
 
@@ -220,7 +219,7 @@ def main():
             record[entry["uuid"]] = entry["after"]
             try:
                 write_record(record_path, record)
-            except (IOError, OSError) as exc:
+            except OSError as exc:
                 module.fail_json(msg="locked_clocks_record: cannot write %s (%s); the clocks are set, the record is not"
                                  % (record_path, exc.strerror or exc), changes=changes)
 

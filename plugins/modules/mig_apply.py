@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -104,9 +103,9 @@ reset_required_gpus:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import mig as _mig
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 
 
 class Smi(NvidiaSmiCli):

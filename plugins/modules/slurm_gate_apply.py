@@ -1,5 +1,4 @@
 #!/usr/bin/python
-# -*- coding: utf-8 -*-
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
@@ -124,8 +123,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils._remediate import slurm as _slurm
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import slurm as _slurm
 
 # After `state=resume` slurmctld reports IDLE+NOT_RESPONDING for about a second; the DRAIN flag is gone at once,
 # but a few reads are allowed before calling the change unverified.
@@ -133,7 +132,7 @@ VERIFY_READS = 10
 VERIFY_PAUSE_S = 0.5
 
 
-class Gate(object):
+class Gate:
     def __init__(self, module):
         self.module = module
         params = module.params

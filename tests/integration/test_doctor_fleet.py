@@ -11,8 +11,17 @@ import re
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
-
-from ansible_collections.continuum.hydra.tests.support.fleet import GPU_ONLY, MACHINE_BOUND, PERSISTENCE_ON, UNCORRECTABLE_ECC, fixture, host_vars, plant, run_playbook, write_host_bin
+from ansible_collections.continuum.hydra.tests.support.fleet import (
+    GPU_ONLY,
+    MACHINE_BOUND,
+    PERSISTENCE_ON,
+    UNCORRECTABLE_ECC,
+    fixture,
+    host_vars,
+    plant,
+    run_playbook,
+    write_host_bin,
+)
 
 pytestmark = pytest.mark.integration
 

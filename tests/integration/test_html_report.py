@@ -6,21 +6,17 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 import tempfile
 import zlib
 from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import REPO
-
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet
-from ansible_collections.continuum.hydra.tests.support.hostile_fleet import DRIFTER, HOSTILE_HOSTS, STRAGGLER, UNREACHABLE
-
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import html
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet
+from ansible_collections.continuum.hydra.tests.support.hostile_fleet import DRIFTER, HOSTILE_HOSTS, STRAGGLER, UNREACHABLE
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(not CHROMIUM, reason="chromium not installed (tests/utils/system-deps.sh)")]

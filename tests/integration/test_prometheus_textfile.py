@@ -7,19 +7,16 @@ import re
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import REPO
-
-from ansible_collections.continuum.hydra.tests.support.hostile_fleet import DRIFTER, STRAGGLER, hostile_report
-from ansible_collections.continuum.hydra.tests.support.prometheus import parse_prom
-
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import prometheus
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.hostile_fleet import DRIFTER, STRAGGLER, hostile_report
+from ansible_collections.continuum.hydra.tests.support.prometheus import parse_prom
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(not (shutil.which("promtool") and shutil.which("prometheus-node-exporter")),

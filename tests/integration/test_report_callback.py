@@ -8,13 +8,21 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.fleet import GPU_ONLY, MACHINE_BOUND, PERSISTENCE_ON, UNCORRECTABLE_ECC, fixture, host_vars, plant, run_playbook, write_host_bin
+from ansible_collections.continuum.hydra.tests.support.fleet import (
+    GPU_ONLY,
+    MACHINE_BOUND,
+    PERSISTENCE_ON,
+    UNCORRECTABLE_ECC,
+    fixture,
+    host_vars,
+    plant,
+    run_playbook,
+    write_host_bin,
+)
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
-
 from ansible_collections.continuum.hydra.tests.support.hostile_fleet import schema_validator
 
 pytestmark = pytest.mark.integration

@@ -88,7 +88,7 @@ def noisy(figures, rng, cv):
     return dict((k, v * (1.0 + rng.gauss(0.0, cv))) for k, v in figures.items())
 
 
-class SyntheticFleet(object):
+class SyntheticFleet:
     """Hosts named <class>-<nnnnn>, each with a doctor result and a profile summary, all healthy and on the
     class's reference figures with Gaussian noise (coefficient of variation ``cv``)."""
 

@@ -4,10 +4,9 @@ non-ASCII characters in host names, GPU names, check messages and remediations."
 import json
 import os
 
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import REPO, SyntheticFleet, check
-
 from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import REPO, SyntheticFleet, check
 
 HOSTILE_HOSTS = [
     '<script>alert("x")</script>',

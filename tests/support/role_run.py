@@ -41,7 +41,7 @@ def setting_calls(state, since=0):
             if not any(a.startswith("--query") for a in c) and "-lgi" not in c and "-q" not in c]
 
 
-class RoleRun(object):
+class RoleRun:
     def __init__(self, proc, result_path):
         self.rc = proc.returncode
         self.output = proc.stdout + proc.stderr

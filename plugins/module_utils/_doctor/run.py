@@ -11,12 +11,13 @@ import datetime
 import time
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _results
-from ansible_collections.continuum.hydra.plugins.module_utils._status import host_verdict
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
+
 # One hydra_expect serves doctor and profile: importing the verdict declares profile's keys, so doctor accepts them.
 from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as _host_analysis  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
+from ansible_collections.continuum.hydra.plugins.module_utils._status import host_verdict
 
 HYDRA_VERSION = "0.1.0"
 

@@ -35,7 +35,7 @@ class EnvSetupError(Exception):
     """A one-line reason the setup could not be done, with what the result should still report."""
 
     def __init__(self, message, result=None):
-        super(EnvSetupError, self).__init__(message)
+        super().__init__(message)
         self.result = result or {}
 
 

@@ -18,7 +18,6 @@ import socket
 import ssl
 import sys
 import tempfile
-
 from urllib.error import HTTPError, URLError
 from urllib.parse import unquote, urlparse
 

@@ -101,7 +101,7 @@ def _fmt_seconds(value):
 def read_text(path):
     """Read a small /proc or /sys file; ProbeAbsent when missing, ProbeError when unreadable."""
     try:
-        with open(path, "r") as handle:
+        with open(path) as handle:
             return handle.read()
     except (FileNotFoundError, NotADirectoryError):
         raise ProbeAbsent("%s does not exist" % path)

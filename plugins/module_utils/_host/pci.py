@@ -41,9 +41,9 @@ def classify(pci_class):
 
 def _read(path):
     try:
-        with open(path, "r") as handle:
+        with open(path) as handle:
             return handle.read().strip()
-    except (IOError, OSError):
+    except OSError:
         return None
 
 

@@ -22,23 +22,23 @@ import sys
 import tempfile
 import time
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu as cpu_bench
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk as disk_bench
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu as gpu_bench
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory as memory_bench
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import telemetry
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FAILED, FALLBACK, OK, SKIPPED, BenchError, outcome
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.runlog import RunLog
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import catalogue as _doctor_checks  # noqa: F401 pylint: disable=unused-import
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
-from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as _host_analysis
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command as _command
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import catalogue as _doctor_checks  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system as system_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.gpu import _nvidia_smi as nvidia_smi_binary
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.system import _unescape_mount_field
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command as _command
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as _host_analysis
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu as cpu_bench
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk as disk_bench
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu as gpu_bench
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory as memory_bench
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import telemetry
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.runlog import RunLog
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FAILED, FALLBACK, OK, SKIPPED, BenchError, outcome
 
 # The profile result's own schema (continuum-hydra's profile JSON), distinct from doctor's.
 PROFILE_SCHEMA_VERSION = "1.0.0"

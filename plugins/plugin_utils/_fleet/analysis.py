@@ -44,7 +44,7 @@ def cyclic_gc_paused():
             gc.enable()
 
 
-class AnalysisOptions(object):
+class AnalysisOptions:
     """What the callback's settings ask of the analysis."""
 
     def __init__(self, class_groups=(), host_groups=None, expected=None, straggler_rule=None, batch=None,

@@ -74,7 +74,7 @@ def snapshot(report):
             "hosts": hosts}
 
 
-class HistoryFold(object):
+class HistoryFold:
     """Accumulates snapshots oldest first (keeping none of them); result() judges the hosts and GPUs of the last.
 
     A series (one metric of one host or GPU) is kept as running sums - count, EWMA, sum of values, sum of
@@ -209,7 +209,7 @@ def read_snapshots(directory, limit, problems):
         try:
             with open(path) as handle:
                 snap = json.load(handle)
-        except (OSError, IOError, ValueError) as exc:
+        except (OSError, ValueError) as exc:
             problems.append("history: skipped %s: %s" % (path, " ".join(str(exc).split())))
             continue
         if not isinstance(snap, dict) or snap.get("kind") != SNAPSHOT_KIND or not isinstance(snap.get("hosts"), dict):

@@ -24,7 +24,7 @@ OPTIONAL_STATUSES = (UNCHECKED,)
 _ACTION_RANK = {FAIL: 0, ERROR: 1, WARN: 2}
 
 
-class FleetCollector(object):
+class FleetCollector:
     """Accumulates host outcomes as the play reports them; build() makes the report."""
 
     def __init__(self):

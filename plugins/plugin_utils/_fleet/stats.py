@@ -67,7 +67,7 @@ def quantile(ordered, q):
     return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
-class Spread(object):
+class Spread:
     """Centre and robust spread of one group of values; score() turns a value into a robust z."""
 
     __slots__ = ("n", "median", "mad", "scale", "method")

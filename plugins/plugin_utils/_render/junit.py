@@ -19,7 +19,7 @@ import re
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 
 # Characters XML 1.0 cannot carry at all (even escaped): replaced, so the file always parses.
-_NOT_XML = re.compile(u"[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _ATTR = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
 _ATTR_RE = re.compile(r'[&<>"\n\r\t]')
 _TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -32,11 +32,11 @@ def attr(value):
 
 @functools.lru_cache(maxsize=1 << 16)  # host names and check ids repeat on every test case
 def _attr(text):
-    return _ATTR_RE.sub(lambda m: _ATTR[m.group(0)], _NOT_XML.sub(u"\ufffd", text))
+    return _ATTR_RE.sub(lambda m: _ATTR[m.group(0)], _NOT_XML.sub("\ufffd", text))
 
 
 def text(value):
-    body = _NOT_XML.sub(u"\ufffd", "" if value is None else str(value))
+    body = _NOT_XML.sub("\ufffd", "" if value is None else str(value))
     return _TEXT_RE.sub(lambda m: _TEXT[m.group(0)], body)
 
 

@@ -32,7 +32,7 @@ def _host_list(names, detail=None):
 
 # Control characters from host names or messages (a newline, an ANSI escape) must not break or recolour the
 # terminal: they are shown escaped. The summary's own lines have none.
-_CONTROL = re.compile(u"[\x00-\x1f\x7f-\x9f]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def _visible(text):

@@ -10,9 +10,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import stack  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import gpu  # noqa: F401 pylint: disable=unused-import
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import system  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import gpu, registry, stack, system
 
-CATALOGUE = registry.registered()
+# The published order of the catalogue (docs/checks.md, results): the software stack, then GPUs, then the system.
+CATALOGUE = [chk for module in (stack, gpu, system) for chk in registry.registered() if chk.func.__module__ == module.__name__]

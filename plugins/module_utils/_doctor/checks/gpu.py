@@ -15,12 +15,12 @@ breaking changes at any time. Do not use it from other collections or roles.
 import re
 from collections import Counter, OrderedDict
 
-from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN, worst
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import xid_table
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import check, expectation, expected
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.gpu import XID_WINDOW_HOURS
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
+from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN, worst
 
 GPU_COUNT = expectation("gpu_count", "int", "number of GPUs nvidia-smi must see")
 GPU_MODEL = expectation("gpu_model", "str", "text every GPU's product name must contain (case-insensitive), e.g. A100")

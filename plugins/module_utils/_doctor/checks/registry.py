@@ -30,7 +30,7 @@ _EXPECTATIONS = {}
 _KINDS = {"int": (int,), "number": (int, float), "str": (str,), "bool": (bool,), "list": (list,)}
 
 
-class Check(object):
+class Check:
     def __init__(self, check_id, title, func, requires, uses):
         self.id = check_id
         self.title = title

@@ -15,11 +15,11 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import time
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import gpu as gpu_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import stack as stack_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system as system_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 
 PROBES = {
     "host": host_probes.probe_host,

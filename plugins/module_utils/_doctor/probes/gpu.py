@@ -15,11 +15,11 @@ import datetime
 import os
 import re
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import parse_gpu_uuids, parse_xid_lines, since
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, call_with_timeout
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import NvidiaSmiParseError, parse_nvidia_smi, parse_nvlink_status
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_nvidia_functions
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import parse_gpu_uuids, parse_xid_lines, since
 
 ROOT = "/"
 XID_WINDOW_HOURS = 24

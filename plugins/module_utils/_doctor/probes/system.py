@@ -13,7 +13,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 import os
 import re
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import call_with_timeout, ProbeAbsent, ProbeError, find_binary, read_text, run
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, call_with_timeout, find_binary, read_text, run
 
 DEFAULT_DISK_PATHS = ["/", "/tmp"]
 

@@ -10,7 +10,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 
 
-class NvidiaSmiCli(object):
+class NvidiaSmiCli:
     """Reads options nvidia_smi_path and timeout from the module; every call goes through command.run."""
 
     def __init__(self, module):

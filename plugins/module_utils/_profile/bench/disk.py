@@ -28,7 +28,16 @@ import tempfile
 import threading
 import time
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, BenchError, BenchTimeout, mean, outcome, percentile, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import (
+    FALLBACK,
+    OK,
+    BenchError,
+    BenchTimeout,
+    mean,
+    outcome,
+    percentile,
+    rounded,
+)
 
 BLOCK_BYTES = 4096
 SEQUENTIAL_BLOCK_BYTES = 1024 * 1024
@@ -42,7 +51,7 @@ class Terminated(BaseException):
     """SIGTERM arrived during the disk benchmark: unwinds through the cleanup, then ends the run."""
 
 
-class _SigtermRaises(object):
+class _SigtermRaises:
     """Within the block, SIGTERM raises Terminated (main thread only; elsewhere signals cannot be set)."""
 
     def __enter__(self):

@@ -26,9 +26,9 @@ import os
 import threading
 import time
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, BenchError, cv, mean, outcome, rounded
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.host import _read_or_none, parse_meminfo_kib
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, BenchError, cv, mean, outcome, rounded
 
 MIB = 1024 * 1024
 TRIAD_SCALAR = 3.0
@@ -89,7 +89,7 @@ def choose_array_bytes(llc_bytes, available_bytes, requested_bytes=None):
     return size - size % 8, notes
 
 
-class StreamKernels(object):
+class StreamKernels:
     """The three arrays and, per thread, its chunked copy and triad kernels (NumPy, no temporaries)."""
 
     def __init__(self, numpy, elements, threads, chunk_elements=CHUNK_ELEMENTS):
@@ -122,7 +122,7 @@ class StreamKernels(object):
         return {"copy": 16, "triad": 24}[kernel] * self.elements
 
 
-class ThreadTeam(object):
+class ThreadTeam:
     """One thread per part, released together for each kernel run; run() returns the wall time of a run."""
 
     def __init__(self, kernels, threads):

@@ -17,7 +17,7 @@ import json
 import time
 
 
-class RunLog(object):
+class RunLog:
     """Append-only JSONL events; a RunLog without a path only keeps the phase records."""
 
     def __init__(self, path=None, progress_every_s=1.0, clock=time.monotonic):

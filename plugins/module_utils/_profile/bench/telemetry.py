@@ -24,9 +24,9 @@ import subprocess
 import threading
 import time
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import mean, rounded
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.gpu import _nvidia_smi as nvidia_smi_binary
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import mean, rounded
 
 # NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
 THROTTLE_BITS = (
@@ -236,7 +236,7 @@ def summarize_gpu(index, rows):
 # GPU sources
 
 
-class NvmlSource(object):
+class NvmlSource:
     """In-process NVML sampling: polled by the sampler thread, about ten cheap calls per GPU."""
 
     name = "nvml"
@@ -303,7 +303,7 @@ def _text(value):
     return value.decode("ascii", "replace") if isinstance(value, bytes) else value
 
 
-class SmiSource(object):
+class SmiSource:
     """One long-lived ``nvidia-smi --query-gpu ... -lms N`` process; its lines are read as they arrive."""
 
     name = "nvidia-smi"
@@ -411,7 +411,7 @@ def pick_gpu_source(on_row, interval_s, nvidia_smi_path=None, nvml=None):
     return None, notes
 
 
-class Sampler(object):
+class Sampler:
     """Samples the CPU (and the GPUs through a source) every interval in a background thread."""
 
     def __init__(self, interval_s=1.0, gpu_source=None, proc_stat="/proc/stat", clock=time.monotonic):

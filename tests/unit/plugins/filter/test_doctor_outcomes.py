@@ -1,7 +1,6 @@
 """The doctor_outcomes filter: registered doctor results and fleet reports reduced to one outcome per host."""
 
 import pytest
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.continuum.hydra.plugins.filter.doctor_outcomes import doctor_outcomes

@@ -1,7 +1,6 @@
 """The fleet_stats filter: set_stats data for AWX workflows, from registered doctor results or a fleet report."""
 
 import pytest
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.continuum.hydra.plugins.filter.fleet_stats import fleet_stats

@@ -1,7 +1,6 @@
 """The remediation_plan filter: which role fixes which finding, and what is left to a person."""
 
 import pytest
-
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.continuum.hydra.plugins.filter.remediation_plan import remediation_plan

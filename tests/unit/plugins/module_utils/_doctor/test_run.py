@@ -167,15 +167,17 @@ def test_command_runner_kills_a_hang_and_reports_missing_binaries(tmp_path):
 
 def test_version_constant_matches_galaxy():
     import os
+
     import yaml
+
     from ansible_collections.continuum.hydra.tests.support.helpers import REPO
     with open(os.path.join(REPO, "galaxy.yml")) as handle:
         assert yaml.safe_load(handle)["version"] == _doctor.HYDRA_VERSION
 
 
 def test_environment_names_each_gpu_with_the_configuration_drift_compares():
-    from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
     from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
+    from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
     smi = nvidia_smi.parse_nvidia_smi(read_fixture("nvidia-smi", "a100-sxm4-v12.xml"))
     table = _probe_table(nvidia_smi=lambda options: smi, torch=lambda options: {"installed": True, "version": "2.13.0", "nccl_version": "2.21.5"})
     env = _doctor.run(only=["pytorch.installed"], probes=table)["environment"]

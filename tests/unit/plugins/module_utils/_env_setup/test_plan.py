@@ -7,10 +7,9 @@ import json
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup import plan as logic
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.plan import EnvSetupError
+from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 GPU = "NVIDIA GPU at PCI 0000:01:00.0"
 

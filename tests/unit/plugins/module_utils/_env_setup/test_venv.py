@@ -14,10 +14,9 @@ import sys
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.plan import EnvSetupError
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.venv import detect_nvidia_gpu, setup
+from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 CLOSED_INDEX = "http://127.0.0.1:9/simple"  # a closed loopback port: refused at once
 LOCAL_NUMPY = "numpy==2.4.6"

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile import run as _profile
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import run as _profile
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 CPUINFO = """processor\t: 0

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as analysis
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import invalid_expectations
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as analysis
 
 H100 = "NVIDIA H100 80GB HBM3"
 

@@ -8,9 +8,6 @@ import re
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import GIB, SyntheticFleet, doctor_result, environment, recorded_smi
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent
@@ -23,6 +20,8 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift impor
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import GIB, SyntheticFleet, doctor_result, environment, recorded_smi
+from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 A100 = "8x NVIDIA A100-SXM4-80GB | AMD EPYC 7763 64-Core Processor | 1024 GiB"
 A10G = "4x NVIDIA A10G | AMD EPYC 7R32 | 192 GiB"

@@ -4,7 +4,9 @@ import json
 import random
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.env_drift import (
-    environment_drift, host_packages, majority_version,
+    environment_drift,
+    host_packages,
+    majority_version,
 )
 
 GOOD_GPU = {"numpy": "2.1.3", "torch": "2.5.1+cu124", "typing_extensions": "4.12.2", "pip": "24.2"}

@@ -6,11 +6,10 @@ import os
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, check
-
 from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, check
 
 
 def _run(fleet, earlier, when):

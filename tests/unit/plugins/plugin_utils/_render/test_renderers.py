@@ -11,13 +11,20 @@ from html.parser import HTMLParser
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.prometheus import parse_prom
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import awx, formats, html, json_report, junit, markdown, prometheus, terminal
 from ansible_collections.continuum.hydra.tests.support.fleet_factory import REPO
-from ansible_collections.continuum.hydra.tests.support.hostile_fleet import (DRIFTER, FAILING, HOSTILE_GPU_NAME, HOSTILE_HOSTS, HOSTILE_MESSAGE, STRAGGLER, UNREACHABLE,
-                           hostile_report, schema_validator)
-
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import awx, formats, html, json_report, junit
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import markdown, prometheus, terminal
+from ansible_collections.continuum.hydra.tests.support.hostile_fleet import (
+    DRIFTER,
+    FAILING,
+    HOSTILE_GPU_NAME,
+    HOSTILE_HOSTS,
+    HOSTILE_MESSAGE,
+    STRAGGLER,
+    UNREACHABLE,
+    hostile_report,
+    schema_validator,
+)
+from ansible_collections.continuum.hydra.tests.support.prometheus import parse_prom
 
 ALL_HOSTS = HOSTILE_HOSTS + [UNREACHABLE]
 

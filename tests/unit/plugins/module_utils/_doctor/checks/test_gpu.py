@@ -6,14 +6,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
-
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import gpu as gpu_checks
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi, parse_nvlink_status
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import parse_gpu_uuids, parse_xid_lines
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi, parse_nvlink_status
+from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
 
 RECORDINGS = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
               "rtx-4000-sff-ada-v13.xml", "tesla-t4.xml")

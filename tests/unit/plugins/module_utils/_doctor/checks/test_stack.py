@@ -12,13 +12,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.stack import parse_nvcc_version
+from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 from ansible_collections.continuum.hydra.tests.support.host_tree import copy_host_tree
 
 HOST = "debian12-vm"

@@ -272,6 +272,7 @@ def test_a_missing_disk_path_the_inventory_names_warns_even_alone(tmp_path):
 
 def test_a_hung_statvfs_is_an_error_not_a_hang():
     import threading
+
     from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system as system_probes
     from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError
     release = threading.Event()

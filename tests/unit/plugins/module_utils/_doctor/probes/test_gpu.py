@@ -8,11 +8,10 @@ import sys
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
-
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import gpu as gpu_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
+from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
 
 TIMEOUTS = {"nvidia_smi": 10, "kernel_log": 10, "torch": 10, "command": 10}
 # Tests that read this machine itself expect what the CI machine has: no NVIDIA driver.
@@ -325,7 +324,7 @@ def test_fabric_manager_absent_without_nvswitch_and_state_with_one(tmp_path, mon
 # make that the installed nvidia-ml-py lacks fails here.
 
 
-class _PciInfo(object):
+class _PciInfo:
     def __init__(self, bus_id):
         self.busId = bus_id
 
@@ -376,6 +375,7 @@ def test_nvlink_prefers_nvml_when_it_initialises(monkeypatch):
 
 def test_a_hung_nvml_call_times_out(monkeypatch):
     import threading
+
     import pynvml
     release = threading.Event()
     nvml_from_recording(monkeypatch, "a100-sxm4-v12.xml", [])

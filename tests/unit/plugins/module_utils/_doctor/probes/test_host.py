@@ -4,9 +4,8 @@ import os
 import platform
 import sys
 
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host
+from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 from ansible_collections.continuum.hydra.tests.support.host_tree import copy_host_tree
 
 OPTIONS = {"timeouts": {"command": 10}, "expect": {}}

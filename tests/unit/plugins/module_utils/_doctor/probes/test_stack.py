@@ -9,11 +9,10 @@ import venv
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import stack
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 CAT, SLEEP = shutil.which("cat"), shutil.which("sleep")
 OPTIONS = {"timeouts": {"torch": 90, "command": 10}, "torch_python": None, "expect": {}}

@@ -13,12 +13,10 @@ import sys
 
 import pytest
 
-from ansible_collections.continuum.hydra.tests.support.helpers import REPO, fixture_path, read_fixture
-from ansible_collections.continuum.hydra.tests.support.host_tree import (
-    HOST, OPTIONS, copy_host_tree, edit, lay_out_dump, recorded_statvfs, v2_tree)
-
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO, fixture_path, read_fixture
+from ansible_collections.continuum.hydra.tests.support.host_tree import HOST, OPTIONS, copy_host_tree, edit, lay_out_dump, recorded_statvfs, v2_tree
 
 GIB = 2 ** 30
 

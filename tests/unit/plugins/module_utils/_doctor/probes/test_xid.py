@@ -2,10 +2,9 @@
 
 import datetime
 
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
-from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import classify, pci_key
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import parse_gpu_uuids, parse_timestamp, parse_xid_lines, since
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import classify, pci_key
+from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 UTC = datetime.timezone.utc
 

@@ -1,12 +1,17 @@
 """The nvidia-smi parsers on every recorded output: the values the GPU checks judge, read from the files."""
 
+import xml.etree.ElementTree as ET
+
 import pytest
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import (
+    NvidiaSmiParseError,
+    number_at,
+    parse_nvidia_smi,
+    parse_nvlink_status,
+    text_at,
+)
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import NvidiaSmiParseError, number_at, parse_nvidia_smi, parse_nvlink_status, text_at
-
-import xml.etree.ElementTree as ET
 
 FIXTURES = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
             "rtx-4000-sff-ada-v13.xml", "tesla-t4.xml")

@@ -4,10 +4,8 @@ import os
 
 import pytest
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu_worker
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu, cpu_worker, memory
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import worker as _worker
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import BenchError, BenchTimeout
 
 MIB = 1024 * 1024

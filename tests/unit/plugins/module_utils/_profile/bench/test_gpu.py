@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import worker as _worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import worker as _worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.skus import SKUS
 
 # What _torch_worker prints for one GPU (values as an H100 SXM gives them; shape is what is tested).

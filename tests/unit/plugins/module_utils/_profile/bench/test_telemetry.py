@@ -107,7 +107,7 @@ def test_proc_stat_utilisation_from_the_real_file():
         telemetry.parse_proc_stat("intr 1 2 3\n")
 
 
-class FakeNvml(object):
+class FakeNvml:
     """Stands in for the driver library only (no GPU here); serves values from the recorded load row."""
 
     NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
