@@ -71,3 +71,9 @@ def fails_task(verdict: str, fail_on: str) -> bool:
     if fail_on == "warn":
         return verdict != HEALTHY
     return False
+
+
+# What reading something produced (a doctor probe's envelope, profile's torch inventory): not a health status.
+READ_OK = "ok"
+READ_ABSENT = "absent"  # nothing there to read on this host: the checks that need it SKIP
+READ_FAILED = "error"  # there, but unreadable or timed out: the checks that need it ERROR, never PASS
