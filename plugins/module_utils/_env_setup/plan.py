@@ -139,7 +139,7 @@ def parse_pip_list(text):
         entries = json.loads(text)
         packages = [{"name": entry["name"], "version": entry["version"]} for entry in entries]
     except (ValueError, TypeError, KeyError) as exc:
-        raise EnvSetupError("pip list printed something that is not its JSON package list (%s): %r" % (exc, text[:200]))
+        raise EnvSetupError("pip list printed something that is not its JSON package list (%s): %r" % (exc, text[:200])) from None
     return sorted(packages, key=lambda pkg: canonical_name(pkg["name"]))
 
 
@@ -150,7 +150,7 @@ def parse_install_report(text):
         return [{"name": item["metadata"]["name"], "version": item["metadata"]["version"], "metadata": item["metadata"]}
                 for item in report["install"]]
     except (ValueError, TypeError, KeyError) as exc:
-        raise EnvSetupError("pip's install report is not the JSON it documents (%s)" % exc)
+        raise EnvSetupError("pip's install report is not the JSON it documents (%s)" % exc) from None
 
 
 def _release(version):
@@ -208,7 +208,7 @@ def predict_freeze(freeze_lines, installed, after):
     if not diff_packages(installed, after):
         return list(freeze_lines)
     others = [line for line in freeze_lines if line.startswith(("#", "-"))]
-    frozen = dict((canonical_name(re.split(r"[\s=<>!~;@\[]", line, 1)[0]), line) for line in freeze_lines
+    frozen = dict((canonical_name(re.split(r"[\s=<>!~;@\[]", line, maxsplit=1)[0]), line) for line in freeze_lines
                   if line.strip() and line not in others)
     was = dict((canonical_name(pkg["name"]), pkg["version"]) for pkg in installed)
     lines = []

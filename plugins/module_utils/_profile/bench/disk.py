@@ -188,7 +188,7 @@ def run_disk(directory, file_size_mib=256, warmup_s=2.0, duration_s=10.0, timeou
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise BenchError("disk benchmark in %s failed: %s" % (directory, exc.strerror or exc))
+            raise BenchError("disk benchmark in %s failed: %s" % (directory, exc.strerror or exc)) from exc
         finally:
             if path is not None:
                 try:

@@ -31,7 +31,7 @@ class RunLog:
             try:
                 self._handle = open(path, "a", buffering=1)
             except OSError as exc:
-                raise ValueError("run_log: cannot open %s for appending: %s" % (path, exc.strerror or exc))
+                raise ValueError("run_log: cannot open %s for appending: %s" % (path, exc.strerror or exc)) from exc
 
     def event(self, event, **fields):
         record = {

@@ -58,8 +58,16 @@ def matmul_tflops(torch, device, dtype, n, warmup_s, duration_s):
     b = torch.randn(n, n, device=device, dtype=dtype)
     out = torch.empty(n, n, device=device, dtype=dtype)
     calls, seconds = _sync_timed(torch, lambda: torch.matmul(a, b, out=out), warmup_s, duration_s)
-    del a, b, out
     return 2.0 * n ** 3 * calls / seconds / 1e12
+
+
+def transfer_gbps(torch, device, nbytes, repeats):
+    """Pinned host -> device and device -> host copy rates; the buffers are freed on return."""
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    gpu = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    h2d = _best_copy_gbps(torch, lambda: gpu.copy_(host, non_blocking=True), nbytes, repeats)
+    d2h = _best_copy_gbps(torch, lambda: host.copy_(gpu, non_blocking=True), nbytes, repeats)
+    return h2d, d2h
 
 
 def _best_copy_gbps(torch, copy, nbytes, repeats):
@@ -96,12 +104,7 @@ def bench(torch, args):
             notes.append("bf16 is not supported on %s (compute capability %d.%d)" % (props.name, props.major, props.minor))
             continue
         out[key] = matmul_tflops(torch, device, dtype, args["matrix_n"], args["warmup_s"], args["duration_s"])
-    nbytes = args["transfer_mib"] * MIB
-    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
-    gpu = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    out["h2d_gbps"] = _best_copy_gbps(torch, lambda: gpu.copy_(host, non_blocking=True), nbytes, args["repeats"])
-    out["d2h_gbps"] = _best_copy_gbps(torch, lambda: host.copy_(gpu, non_blocking=True), nbytes, args["repeats"])
-    del host, gpu
+    out["h2d_gbps"], out["d2h_gbps"] = transfer_gbps(torch, device, args["transfer_mib"] * MIB, args["repeats"])
     device_bytes = args["device_copy_mib"] * MIB
     source = torch.empty(device_bytes, dtype=torch.uint8, device=device)
     target = torch.empty_like(source)

@@ -33,7 +33,7 @@ def start_worker(module, args, python=None, env=None):
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=child_env, start_new_session=True)
     except OSError as exc:
-        raise BenchError("cannot start %s: %s" % (argv[0], exc.strerror or exc))
+        raise BenchError("cannot start %s: %s" % (argv[0], exc.strerror or exc)) from exc
 
 
 def kill_group(proc):
@@ -75,7 +75,7 @@ def parse_answer(returncode, stdout, stderr, label):
     try:
         answer = json.loads(lines[-1])
     except ValueError:
-        raise BenchError("%s printed no JSON result: %r" % (label, lines[-1][:200]))
+        raise BenchError("%s printed no JSON result: %r" % (label, lines[-1][:200])) from None
     if not isinstance(answer, dict):
         raise BenchError("%s printed %r, not a JSON object" % (label, lines[-1][:200]))
     return answer
