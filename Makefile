@@ -34,6 +34,13 @@ lint: $(VENV)/.test collections/ansible_collections/continuum/hydra
 	$(BIN)/mypy $(TYPED)
 	$(BIN)/ansible-lint --profile production --offline
 
+# One benchmark (benchmarks/README.md): `make bench BENCH=fleet_analysis ARGS="--rounds 1"`. They import the collection
+# through collections/, as the tests do.
+.PHONY: bench
+BENCH ?= fleet_stragglers
+bench: $(VENV)/.test collections/ansible_collections/continuum/hydra
+	PYTHONPATH=collections $(BIN)/python benchmarks/$(BENCH).py $(ARGS)
+
 docs: $(VENV)/.test collections/ansible_collections/continuum/hydra
 	PYTHONPATH=collections $(BIN)/python tests/utils/gen_checks_doc.py > docs/checks.md
 

@@ -6,7 +6,7 @@ fio runs ``rw=randread bs=4k direct=1 ioengine=psync iodepth=1`` (time based); p
 random_reads() runs on the same file, opened with O_DIRECT, for the same time. Rounds alternate
 the two; the figure is profile / fio per round (median and range). Goal: 0.8 to 1.25.
 
-    .venv/bin/python benchmarks/disk_vs_fio.py [--directory /tmp] [--size-mib 1024] [--seconds 5] [--rounds 4]
+    PYTHONPATH=collections .venv/bin/python benchmarks/disk_vs_fio.py [--directory /tmp] [--size-mib 1024] [--seconds 5] [--rounds 4]
 """
 
 import argparse
@@ -19,10 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "collections"))
-
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk
 
 
 def fio_iops(path, size_mib, seconds):

@@ -11,7 +11,7 @@ It also counts how many times nvidia-smi -q was executed per doctor run (must be
 Without a GPU it replays a real recording through a fake nvidia-smi first on PATH (the same technique
 as the integration tests); with --real it uses whatever nvidia-smi the machine has.
 
-    .venv/bin/python benchmarks/doctor_overhead.py [--rounds 7] [--real]
+    PYTHONPATH=collections .venv/bin/python benchmarks/doctor_overhead.py [--rounds 7] [--real]
 Target (issue 3): module / probes <= 1.5.
 """
 
@@ -30,14 +30,13 @@ FIXTURE = os.path.join(REPO, "tests", "fixtures", "nvidia-smi", "a100-sxm4-v12.x
 
 PROBES_ONLY = """
 import sys
-sys.path.insert(0, %r)
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue
 options = {"timeouts": dict(_doctor.DEFAULT_TIMEOUTS), "nvidia_smi_path": None, "torch_python": None, "expect": {}}
 names = list(_doctor.ALWAYS_PROBED) + [p for c in CATALOGUE for p in c.probes]
 catalogue.collect(names, options)
-""" % COLLECTIONS
+"""
 
 IN_PROCESS = PROBES_ONLY.replace("catalogue.collect(names, options)", '''
 import json, time

@@ -5,40 +5,42 @@ details); the timed work is what the callback does: add every host, build the re
 to JSON and render the terminal summary. Rounds alternate the two sizes; the figure is the median
 per-host time at 10k divided by the median per-host time at 1k.
 
-    .venv/bin/python benchmarks/fleet_aggregation.py [--rounds 3]
+    PYTHONPATH=collections .venv/bin/python benchmarks/fleet_aggregation.py [--rounds 3]
 Target (issue 3): per-host cost at 10k <= 1.2 x at 1k.
 """
 
 import argparse
 import copy
 import json
-import os
 import random
 import statistics
-import sys
 import time
 import tracemalloc
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "collections"))
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import terminal
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, check, doctor_result
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import terminal  # noqa: E402
 
-
-def synthetic_result(rng, gpus=8):
-    refs = [{"index": i, "pci_bus_id": "00000000:%02X:00.0" % (i + 16), "uuid": "GPU-%032x" % rng.getrandbits(128),
-             "name": "NVIDIA H100 80GB HBM3"} for i in range(gpus)]
-    checks = []
-    for chk in CATALOGUE or [type("C", (), {"id": "x.%d" % i, "title": "t", "category": "x"}) for i in range(45)]:
-        roll = rng.random()
-        status = "FAIL" if roll < 0.01 else "WARN" if roll < 0.05 else "SKIP" if roll < 0.15 else "PASS"
-        details = {"gpus": refs[:1]} if status in ("FAIL", "WARN") else {}
-        checks.append({"id": chk.id, "title": chk.title, "category": chk.category, "status": status,
-                       "message": "%s: %s" % (chk.id, status), "details": details,
-                       "remediation": "fix %s" % chk.id if status != "PASS" else None, "duration_ms": 0.1})
-    return {"schema_version": "1.1.0", "environment": {"hostname": "h", "gpus": refs}, "checks": checks}
+def synthetic_results(rng, count):
+    """Doctor results of ``count`` 8-GPU hosts (recorded A100 environment), the whole catalogue judged with ~1 % FAIL,
+    4 % WARN, 10 % SKIP; failures name a GPU."""
+    fleet = SyntheticFleet({"a100x8": count}, seed=7)
+    results = []
+    for name in fleet.names("a100x8"):
+        env = fleet.hosts[name]["doctor"]["environment"]
+        refs = [gpu_ref(g) for g in env["gpus"]]
+        checks = []
+        for chk in CATALOGUE:
+            roll = rng.random()
+            status = FAIL if roll < 0.01 else WARN if roll < 0.05 else SKIP if roll < 0.15 else PASS
+            checks.append(check(chk.id, status, gpus=refs[:1] if status in (FAIL, WARN) else None, title=chk.title,
+                                remediation="fix %s" % chk.id if status != PASS else None))
+        results.append(doctor_result(env, checks))
+    return results
 
 
 def one_run(results):
@@ -57,10 +59,10 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     rng = random.Random(7)
-    template = [synthetic_result(rng) for dummy in range(50)]
+    template = synthetic_results(rng, 50)
     fleets = dict((n, [copy.deepcopy(template[i % 50]) for i in range(n)]) for n in (1000, 10000))
     per_host = {1000: [], 10000: []}
-    for dummy in range(args.rounds):
+    for _ in range(args.rounds):
         for n in (1000, 10000):
             per_host[n].append(one_run(fleets[n]))
     small, large = statistics.median(per_host[1000]), statistics.median(per_host[10000])

@@ -10,7 +10,7 @@ snapshot and render the terminal summary, with the cyclic garbage collector paus
 per-host time at 10k over the median per-host time at 1k. Memory is the tracemalloc peak of one run
 beyond its inputs, per host.
 
-    .venv/bin/python benchmarks/fleet_analysis.py [--rounds 3] [--sizes 1000 10000]
+    PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py [--rounds 3] [--sizes 1000 10000]
 Targets (issue 5): per-host cost at 10k <= 1.2 x at 1k; memory <= 20 KB per host.
 """
 
@@ -20,23 +20,19 @@ import os
 import random
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 import tracemalloc
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "collections"))
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
-
-from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal  # noqa: E402
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, check
 
 SHARES = {"a100x8": 0.4, "a10gx4": 0.3, "t4x1": 0.2, "ada4000x2": 0.1}
 EARLIER_RUNS = 3
@@ -48,11 +44,9 @@ def full_checks(rng, env):
     checks = []
     for chk in CATALOGUE:
         roll = rng.random()
-        status = "FAIL" if roll < 0.01 else "WARN" if roll < 0.05 else "SKIP" if roll < 0.15 else "PASS"
-        details = {"gpus": refs[:1]} if status in ("FAIL", "WARN") and refs else {}
-        checks.append({"id": chk.id, "title": chk.title, "category": chk.category, "status": status,
-                       "message": "%s: %s" % (chk.id, status), "details": details,
-                       "remediation": "fix %s" % chk.id if status != "PASS" else None, "duration_ms": 0.1})
+        status = FAIL if roll < 0.01 else WARN if roll < 0.05 else SKIP if roll < 0.15 else PASS
+        checks.append(check(chk.id, status, gpus=refs[:1] if status in (FAIL, WARN) else None, title=chk.title,
+                            remediation="fix %s" % chk.id if status != PASS else None))
     return checks
 
 
@@ -89,7 +83,7 @@ def _run(fleet, work_dir):
     analyse(report, options)
     history.write_snapshot(history_dir, options.current_snapshot, now, EARLIER_RUNS + 1)
     options.current_snapshot = None
-    for name, filename, render in formats.FORMATS:
+    for _, filename, render in formats.FORMATS:
         write_atomic(os.path.join(report_dir, filename), render(report))
     terminal.render(report)
     return (time.perf_counter() - start) / len(fleet.hosts), report
@@ -131,7 +125,7 @@ def main():
             dirs[n] = os.path.join(root, str(n))
             prepare(fleets[n], dirs[n])
         per_host = {small_n: [], large_n: []}
-        for dummy in range(args.rounds):
+        for _ in range(args.rounds):
             for n in (small_n, large_n):
                 reset_history(dirs[n])
                 per_host[n].append(run(fleets[n], dirs[n])[0])

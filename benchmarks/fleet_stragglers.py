@@ -6,21 +6,16 @@ GPU, multiplied by a factor drawn uniformly in [0.70, 0.85] (latencies divided b
 the collection's own (plugins/plugin_utils/_fleet); a host counts as found when it, or one of its GPUs, is
 reported as a straggler.
 
-    .venv/bin/python benchmarks/fleet_stragglers.py [--hosts 10000] [--cv 0.02 0.03 0.05] [--seeds 3]
+    PYTHONPATH=collections .venv/bin/python benchmarks/fleet_stragglers.py [--hosts 10000] [--cv 0.02 0.03 0.05] [--seeds 3]
 Targets (issue 5): recall >= 95 %, false positives <= 0.5 % of the healthy hosts.
 """
 
 import argparse
-import os
 import random
-import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "collections"))
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "plugin_utils"))
-
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import analyse  # noqa: E402
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import analyse
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import host_figures
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet
 
 CLASSES = ("a100x8", "a10gx4", "t4x1", "ada4000x2")
 
@@ -33,7 +28,7 @@ def trial(hosts, cv, seed):
         factor = rng.uniform(0.70, 0.85)
         profile = fleet.hosts[host]["profile"]
         if rng.random() < 0.5:
-            fleet.slow_host(host, factor, rng.choice(sorted(profile["figures"])))
+            fleet.slow_host(host, factor, rng.choice(sorted(host_figures(profile))))
         else:
             gpu = rng.randrange(len(profile["gpus"]))
             fleet.slow_gpu(host, gpu, factor, rng.choice(sorted(profile["gpus"][gpu]["figures"])))

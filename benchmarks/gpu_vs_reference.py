@@ -12,15 +12,11 @@ SKU's host link.
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "collections"))
-
-from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu
 
 
 def link_of(index):

@@ -9,7 +9,7 @@ best of ``--repeats`` runs per kernel (STREAM's rule: best time after the first)
 ratio of the best NumPy triad to the best C triad; the goal is >= 0.85. Machines here are noisy:
 only interleaved ratios mean anything, absolute GB/s swing from run to run.
 
-    .venv/bin/python benchmarks/memory_vs_c_stream.py [--rounds 6] [--repeats 5] [--threads N] [--array-mib M]
+    PYTHONPATH=collections .venv/bin/python benchmarks/memory_vs_c_stream.py [--rounds 6] [--repeats 5] [--threads N] [--array-mib M]
 """
 
 import argparse
@@ -18,17 +18,13 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "collections"))
+import numpy
 
-import numpy  # noqa: E402
-
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory  # noqa: E402
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus
 
 C_SOURCE = r"""
 #include <stddef.h>

@@ -9,7 +9,7 @@ random reads (IOPS; a GIL-bound Python loop). The figure is the median with the 
 Goal: >= 0.98. Without a GPU here the sampler reads /proc/stat only; on a GPU host NVML adds
 about ten sub-millisecond calls per GPU per sample.
 
-    .venv/bin/python benchmarks/sampler_overhead.py [--seconds 2] [--rounds 4] [--directory /tmp]
+    PYTHONPATH=collections .venv/bin/python benchmarks/sampler_overhead.py [--seconds 2] [--rounds 4] [--directory /tmp]
 """
 
 import argparse
@@ -17,22 +17,18 @@ import json
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "collections"))
-
-import numpy  # noqa: E402
+import numpy
 
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import (
-    cpu_worker,  # noqa: E402
+    cpu_worker,
     disk,
     memory,
     telemetry,
 )
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus  # noqa: E402
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus
 
 
 def triad_gbps(kernels, team, seconds):

@@ -129,6 +129,8 @@ options:
 import datetime
 import json
 import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional
 
 import yaml
 from ansible import constants as C
@@ -138,6 +140,7 @@ from ansible.playbook.block import Block
 from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError
@@ -156,7 +159,7 @@ BATCH_PLAN_NAME = "batch-plan"
 NAME = "continuum.hydra.fleet_report"
 
 
-def _runs_hydra(tasks):
+def _runs_hydra(tasks: Iterable[Any]) -> bool:
     """Whether a play's own task list (blocks included) has a continuum.hydra task."""
     for item in tasks:
         if isinstance(item, Block):
@@ -167,11 +170,11 @@ def _runs_hydra(tasks):
     return False
 
 
-def _action_of(task):
+def _action_of(task: Any) -> str:
     return getattr(task, "resolved_action", None) or task.action
 
 
-def _one_line(exc):
+def _one_line(exc: BaseException) -> str:
     return " ".join(to_native(exc).split())
 
 
@@ -181,16 +184,16 @@ class CallbackModule(CallbackBase):
     CALLBACK_NAME = NAME
     CALLBACK_NEEDS_ENABLED = True
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._collector = FleetCollector()
         self._ran_hydra_task = False
         self._play_runs_hydra = False
-        self._playbook = None
-        self._problems = []
-        self._settings = None
+        self._playbook: Optional[str] = None
+        self._problems: list[str] = []
+        self._settings: Optional[dict[str, Any]] = None
 
-    def set_options(self, task_keys=None, var_options=None, direct=None):
+    def set_options(self, task_keys: Any = None, var_options: Any = None, direct: Any = None) -> None:
         try:
             super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
         except AnsibleError:
@@ -205,7 +208,7 @@ class CallbackModule(CallbackBase):
                     self._plugin_options[name] = spec.get("default")
                     self._problems.append("settings: %s; using the default %r" % (_one_line(exc), spec.get("default")))
 
-    def _read_settings(self):
+    def _read_settings(self) -> dict[str, Any]:
         """The options, checked: each bad one is a one-line problem and falls back to doing less, never to nothing."""
         problems = self._problems
         chosen = [str(f).strip() for f in self.get_option("formats") or []]
@@ -246,30 +249,30 @@ class CallbackModule(CallbackBase):
             "batch": batch,
         }
 
-    def _settings_now(self):
+    def _settings_now(self) -> dict[str, Any]:
         if self._settings is None:
             self._settings = self._read_settings()
         return self._settings
 
-    def v2_playbook_on_start(self, playbook):
+    def v2_playbook_on_start(self, playbook: Any) -> None:
         self._playbook = os.path.basename(playbook._file_name)
         self._settings_now()
         for problem in self._problems:
             self._display.warning("%s: %s" % (NAME, problem))
 
-    def v2_playbook_on_play_start(self, play):
+    def v2_playbook_on_play_start(self, play: Any) -> None:
         self._play_runs_hydra = _runs_hydra(play.pre_tasks + play.tasks + play.post_tasks)
 
-    def v2_playbook_on_task_start(self, task, is_conditional):
+    def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
         if _action_of(task) in HYDRA_ACTIONS:
             self._ran_hydra_task = True
 
-    def _remember_groups(self, result):
+    def _remember_groups(self, result: Any) -> None:
         if self._settings_now()["class_groups"]:
             host = result._host
             self._collector.set_groups(host.get_name(), [g.name for g in host.get_groups()])
 
-    def v2_runner_on_ok(self, result):
+    def v2_runner_on_ok(self, result: Any) -> None:
         action = _action_of(result._task)
         if action not in HYDRA_ACTIONS:
             return
@@ -284,11 +287,11 @@ class CallbackModule(CallbackBase):
         elif isinstance(result._result.get("manifest"), dict):
             self._collector.add_env_setup(host, result._result["manifest"])
 
-    def _concerns_fleet(self, result):
+    def _concerns_fleet(self, result: Any) -> bool:
         # A failure in a play that checks no host (a SLURM controller play, say) is not a host's verdict.
         return self._play_runs_hydra or _action_of(result._task) in HYDRA_ACTIONS
 
-    def v2_runner_on_failed(self, result, ignore_errors=False):
+    def v2_runner_on_failed(self, result: Any, ignore_errors: bool = False) -> None:
         if not self._concerns_fleet(result):
             return
         host = result._host.get_name()
@@ -300,13 +303,13 @@ class CallbackModule(CallbackBase):
             msg = result._result.get("msg") or result._result.get("stderr") or "task failed"
             self._collector.add_task_failed(host, "%s: %s" % (result._task.get_name(), str(msg).strip().splitlines()[0] if str(msg).strip() else msg))
 
-    def v2_runner_on_unreachable(self, result):
+    def v2_runner_on_unreachable(self, result: Any) -> None:
         if not self._concerns_fleet(result):
             return
         self._remember_groups(result)
-        self._collector.add_unreachable(result._host.get_name(), str(result._result.get("msg") or "unreachable").strip())
+        self._collector.add_unreachable(result._host.get_name(), str(result._result.get("msg") or UNREACHABLE).strip())
 
-    def v2_playbook_on_stats(self, stats):
+    def v2_playbook_on_stats(self, stats: Any) -> None:
         if not self._ran_hydra_task:
             return
         settings = self._settings_now()
@@ -323,7 +326,7 @@ class CallbackModule(CallbackBase):
         for text, colour in lines:
             self._display.display(text, color=colour)
 
-    def _analyse(self, report, settings):
+    def _analyse(self, report: dict[str, Any], settings: Mapping[str, Any]) -> Optional[AnalysisOptions]:
         keep = settings["history_keep"]
         options = AnalysisOptions(class_groups=settings["class_groups"], host_groups=self._collector.groups,
                                   expected=settings["expected"], batch=settings["batch"], problems=self._problems)
@@ -338,7 +341,7 @@ class CallbackModule(CallbackBase):
             return None
         return options
 
-    def _write(self, report, now, settings):
+    def _write(self, report: Mapping[str, Any], now: datetime.datetime, settings: Mapping[str, Any]) -> list[str]:
         directory = settings["report_dir"]
         written = []
         for name, filename, render in formats.selected(settings["formats"]):
@@ -355,7 +358,7 @@ class CallbackModule(CallbackBase):
                 self._display.warning("%s: cannot render %s: %s: %s" % (NAME, path, type(exc).__name__, _one_line(exc)))
         return written
 
-    def _write_history(self, now, settings, options):
+    def _write_history(self, now: datetime.datetime, settings: Mapping[str, Any], options: AnalysisOptions) -> None:
         if options.current_snapshot is None:
             return
         try:
@@ -364,7 +367,7 @@ class CallbackModule(CallbackBase):
             self._display.warning("%s: cannot write the history snapshot to %s: %s" % (NAME, settings["history_dir"], exc))
         options.current_snapshot = None  # written: not held while the formats are rendered
 
-    def _write_batch_plan(self, report, settings):
+    def _write_batch_plan(self, report: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
         written = []
         plan = report["analysis"].get("batch_plan")
         if plan and not plan["error"]:
@@ -378,7 +381,7 @@ class CallbackModule(CallbackBase):
         return written
 
 
-def _chunks_of(path, size=1 << 20):
+def _chunks_of(path: str, size: int = 1 << 20) -> Iterator[str]:
     with open(path, encoding="utf-8") as handle:
         while True:
             chunk = handle.read(size)

@@ -54,41 +54,46 @@ _value:
                      "message": "doctor: failed"}}
 """
 
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Optional
+
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import HOST_VERDICTS, UNREACHABLE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, TASK_FAILED, UNCHECKED, FleetCollector
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, HOST_VERDICTS, UNREACHABLE
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, TASK_FAILED, UNCHECKED, FleetCollector
 
 FLEET_REPORT_KIND = "continuum.hydra.fleet_report"
+# A host doctor never judged (profiled only, or not in the report): nothing to drain or resume it on.
+UNKNOWN = "unknown"
 
 
-def _outcome(status, message, failing=(), warning=()):
+def _outcome(status: str, message: str, failing: Iterable[str] = (), warning: Iterable[str] = ()) -> dict[str, Any]:
     return {"status": status, "failing_checks": sorted(set(failing)), "warning_checks": sorted(set(warning)),
             "message": message}
 
 
-def from_fleet_report_host(entry):
+def from_fleet_report_host(entry: Mapping[str, Any]) -> dict[str, Any]:
     status = entry.get("status")
     if status == TASK_FAILED:
-        return _outcome("error", "doctor task failed: %s" % (entry.get("message") or "no message"))
+        return _outcome(ERRORED, "doctor task failed: %s" % (entry.get("message") or "no message"))
     if status == UNCHECKED:
         # Profiled but never judged by doctor: nothing to drain or resume it on.
-        return _outcome("unknown", entry.get("message") or "doctor did not check this host")
+        return _outcome(UNKNOWN, entry.get("message") or "doctor did not check this host")
     if status not in HOST_VERDICTS + (UNREACHABLE,):
         raise AnsibleFilterError("doctor_outcomes: fleet report host status %r is not one of %s"
-                                 % (status, ", ".join(HOST_STATUSES + (UNCHECKED,))))
+                                 % (status, ", ".join(ALL_HOST_STATUSES)))
     return _outcome(status, entry.get("message") or "doctor: %s" % status,
                     failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [])
 
 
-def doctor_outcomes(source, hosts=None, result_var="hydra_doctor"):
+def doctor_outcomes(source: Any, hosts: Optional[Iterable[str]] = None, result_var: str = "hydra_doctor") -> dict[str, dict[str, Any]]:
     if hosts is not None and (isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__")):
         raise AnsibleFilterError("doctor_outcomes: hosts must be a list of host names, got %r" % (hosts,))
     if isinstance(source, dict) and source.get("kind") == FLEET_REPORT_KIND:
         report_hosts = source.get("hosts") or {}
         names = list(hosts) if hosts is not None else sorted(report_hosts)
         return dict((name, from_fleet_report_host(report_hosts[name]) if name in report_hosts
-                     else _outcome("unknown", "not in the fleet report")) for name in names)
+                     else _outcome(UNKNOWN, "not in the fleet report")) for name in names)
     if hosts is None:
         raise AnsibleFilterError("doctor_outcomes: give the hosts to report on (hostvars | doctor_outcomes(hosts)), "
                                  "or pass a fleet report (its 'kind' is %s)" % FLEET_REPORT_KIND)
@@ -97,17 +102,17 @@ def doctor_outcomes(source, hosts=None, result_var="hydra_doctor"):
     for name in hosts:
         try:
             result = source[name].get(result_var) if name in source else None
-        except (AttributeError, TypeError):
+        except (AttributeError, TypeError) as exc:
             raise AnsibleFilterError("doctor_outcomes: input must be hostvars or a fleet report dict, got %s"
-                                     % type(source).__name__)
+                                     % type(source).__name__) from exc
         try:
             collector.add_registered(name, result)
         except TypeError as exc:
-            raise AnsibleFilterError("doctor_outcomes: %s" % exc)
+            raise AnsibleFilterError("doctor_outcomes: %s" % exc) from exc
     report_hosts = collector.build(None)["hosts"]
     return dict((name, from_fleet_report_host(report_hosts[name])) for name in hosts)
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"doctor_outcomes": doctor_outcomes}

@@ -63,7 +63,8 @@ _value:
 """
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 
@@ -71,21 +72,21 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report impo
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render.awx import set_stats_data
 
 
-def _collect(source, hosts, result_var):
+def _collect(source: Mapping[str, Any], hosts: Iterable[str], result_var: str) -> dict[str, Any]:
     collector = FleetCollector()
     for name in hosts:
         try:
             result = source[name].get(result_var) if name in source else None
-        except (AttributeError, TypeError):
-            raise AnsibleFilterError("fleet_stats: hostvars of %s is not a mapping of variables" % name)
+        except (AttributeError, TypeError) as exc:
+            raise AnsibleFilterError("fleet_stats: hostvars of %s is not a mapping of variables" % name) from exc
         try:
             collector.add_registered(name, result)
-        except TypeError:
-            raise AnsibleFilterError("fleet_stats: %s of %s must be a doctor result dict, got %s" % (result_var, name, type(result).__name__))
+        except TypeError as exc:
+            raise AnsibleFilterError("fleet_stats: %s of %s must be a doctor result dict, got %s" % (result_var, name, type(result).__name__)) from exc
     return collector.build(datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
 
-def fleet_stats(source, hosts=None, result_var="hydra_doctor"):
+def fleet_stats(source: Any, hosts: Optional[Iterable[str]] = None, result_var: str = "hydra_doctor") -> dict[str, dict[str, Any]]:
     if isinstance(source, dict) and source.get("kind") == REPORT_KIND:
         for key in ("hosts", "totals", "failing", "generated_at"):
             if key not in source:
@@ -102,5 +103,5 @@ def fleet_stats(source, hosts=None, result_var="hydra_doctor"):
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"fleet_stats": fleet_stats}

@@ -57,21 +57,29 @@ _value:
 """
 
 import os
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 
-ACTIONABLE = ("WARN", "FAIL")
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, WARN
+
+ACTIONABLE = (WARN, FAIL)
+
+Check = Mapping[str, Any]
+# What a fixer returns: ([(role, role vars, what it does)], why nothing can be done or None).
+Fix = tuple[list[tuple[str, dict[str, Any], str]], Optional[str]]
 
 
-def _bad_gpus(check):
+def _bad_gpus(check: Check) -> list[dict[str, Any]]:
     return [g for g in (check.get("details") or {}).get("gpus") or [] if g.get("status") in ACTIONABLE]
 
 
-def _indexes(gpus):
+def _indexes(gpus: Iterable[Mapping[str, Any]]) -> list[str]:
     return [str(g["index"]) for g in gpus if g.get("index") is not None]
 
 
-def persistence_on(check, options):
+def persistence_on(check: Check, options: Mapping[str, Any]) -> Fix:
     gpus = _indexes(_bad_gpus(check))
     if not gpus:
         return [], "no GPU named in the finding"
@@ -79,15 +87,15 @@ def persistence_on(check, options):
              "persistence mode on for GPU(s) %s" % ", ".join(gpus))], None
 
 
-def _by_expected(check, key="expected"):
-    groups = {}
+def _by_expected(check: Check, key: str = "expected") -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
     for gpu in _bad_gpus(check):
         if gpu.get(key) in ("enabled", "disabled") and gpu.get("index") is not None:
             groups.setdefault(gpu[key], []).append(str(gpu["index"]))
     return groups
 
 
-def ecc_expected(check, options):
+def ecc_expected(check: Check, options: Mapping[str, Any]) -> Fix:
     groups = _by_expected(check)
     if not groups:
         return [], "the ECC mode waits for a GPU reset or reboot (no expected mode to set)"
@@ -95,7 +103,7 @@ def ecc_expected(check, options):
              "ECC %s on GPU(s) %s (then reset / reboot)" % (mode, ", ".join(gpus))) for mode, gpus in sorted(groups.items())], None
 
 
-def mig_expected(check, options):
+def mig_expected(check: Check, options: Mapping[str, Any]) -> Fix:
     groups = _by_expected(check)
     if not groups:
         return [], "the MIG mode waits for a GPU reset (no expected mode to set)"
@@ -103,8 +111,8 @@ def mig_expected(check, options):
             for mode, gpus in sorted(groups.items())], None
 
 
-def power_default(check, options):
-    groups = {}
+def power_default(check: Check, options: Mapping[str, Any]) -> Fix:
+    groups: dict[float, list[str]] = {}
     for gpu in _bad_gpus(check):
         if gpu.get("default_limit_w") is not None and gpu.get("index") is not None:
             groups.setdefault(float(gpu["default_limit_w"]), []).append(str(gpu["index"]))
@@ -115,7 +123,7 @@ def power_default(check, options):
             for watts, gpus in sorted(groups.items())], None
 
 
-def _cgroup_of(limit_file, root):
+def _cgroup_of(limit_file: str, root: str) -> Optional[str]:
     """The cgroup (relative to the root; under v1, to the controller's mount) whose file sets a limit."""
     directory = os.path.dirname(limit_file)
     root = root.rstrip("/")
@@ -127,11 +135,11 @@ def _cgroup_of(limit_file, root):
     return rel or None
 
 
-def cgroup_lift(check, options):
+def cgroup_lift(check: Check, options: Mapping[str, Any]) -> Fix:
     """Lift the memory / CPU limit that the system.cgroups finding names as too tight."""
     details = check.get("details") or {}
     fraction = details.get("warn_fraction") or 0.5
-    actions = []
+    actions: list[tuple[str, dict[str, Any], str]] = []
     memory, ram = details.get("memory_limit_bytes"), details.get("host_memory_bytes")
     if memory is not None and ram and memory < fraction * ram and details.get("memory_limit_file"):
         cgroup = _cgroup_of(details["memory_limit_file"], options["cgroup_root"])
@@ -147,9 +155,9 @@ def cgroup_lift(check, options):
     return actions, None if actions else "no limit below the root cgroup to lift (a missing controller needs the kernel or systemd)"
 
 
-def cgroup_noisy(check, options):
+def cgroup_noisy(check: Check, options: Mapping[str, Any]) -> Fix:
     """Cluster-Helper's tier 1: the processes the check found, limited by severity (the process's, or the check's)."""
-    severity = check.get("status", "WARN").lower()
+    severity = check.get("status", WARN).lower()
     found = []
     for proc in (check.get("details") or {}).get("processes") or []:
         if proc.get("pid") is None:
@@ -162,7 +170,7 @@ def cgroup_noisy(check, options):
              "limit %d noisy process(es) by severity" % len(found))], None
 
 
-FIXERS = {
+FIXERS: dict[str, Callable[[Check, Mapping[str, Any]], Fix]] = {
     "persistence_on": persistence_on,
     "ecc_expected": ecc_expected,
     "power_default": power_default,
@@ -181,13 +189,14 @@ DEFAULT_MAP = {
 }
 
 
-def remediation_plan(result, remediation_map=None, cgroup_root="/sys/fs/cgroup"):
+def remediation_plan(result: object, remediation_map: Optional[Mapping[str, Optional[str]]] = None,
+                     cgroup_root: str = "/sys/fs/cgroup") -> dict[str, list[Any]]:
     if not isinstance(result, dict):
         raise AnsibleFilterError("remediation_plan: input must be a doctor result (dict), got %s" % type(result).__name__)
     if not isinstance(remediation_map or {}, dict):
         raise AnsibleFilterError("remediation_plan: remediation_map must be a mapping of check id to fixer, got %r"
                                  % (remediation_map,))
-    mapping = dict(DEFAULT_MAP)
+    mapping: dict[str, Optional[str]] = dict(DEFAULT_MAP)
     mapping.update(remediation_map or {})
     unknown = sorted(set(str(f) for f in mapping.values() if f is not None and f not in FIXERS))
     if unknown:
@@ -196,10 +205,10 @@ def remediation_plan(result, remediation_map=None, cgroup_root="/sys/fs/cgroup")
         raise AnsibleFilterError("remediation_plan: no 'checks' in the input: give a doctor result (%s)"
                                  % (result.get("msg") or "the doctor task may have failed or been skipped"))
     options = {"cgroup_root": cgroup_root}
-    plan = {"actions": [], "manual": [], "lines": []}
+    plan: dict[str, list[Any]] = {"actions": [], "manual": [], "lines": []}
     for check in result["checks"]:
         status = check.get("status")
-        if status not in ACTIONABLE + ("ERROR",):
+        if status not in ACTIONABLE + (ERROR,):
             continue
         fixer = mapping.get(check["id"]) if status in ACTIONABLE else None
         actions, why = FIXERS[fixer](check, options) if fixer else ([], "no automatic fix")
@@ -216,5 +225,5 @@ def remediation_plan(result, remediation_map=None, cgroup_root="/sys/fs/cgroup")
 
 
 class FilterModule:
-    def filters(self):
+    def filters(self) -> dict[str, Callable[..., Any]]:
         return {"remediation_plan": remediation_plan}

@@ -9,9 +9,11 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import os
 import tempfile
+from collections.abc import Iterable
+from typing import Union
 
 
-def write_atomic(path, text, mode=0o644):
+def write_atomic(path: Union[str, os.PathLike[str]], text: Union[str, Iterable[str]], mode: int = 0o644) -> None:
     """Write text (a string, or an iterable of strings written as they come) to path via a temp file in the
     same directory, fsync and rename."""
     directory = os.path.dirname(os.path.abspath(path))

@@ -7,26 +7,29 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
 from ansible_collections.continuum.hydra.plugins.module_utils._status import STATUSES
 
 SCHEMA_VERSION = "1.1.0"
 
 
-def finding(status, message, details=None, remediation=None):
+def finding(status: str, message: str, details: Optional[Mapping[str, Any]] = None, remediation: Optional[str] = None) -> dict[str, Any]:
     """What a check function returns: a verdict with its evidence."""
     if status not in STATUSES:
         raise ValueError("status %r is not one of %s" % (status, ", ".join(STATUSES)))
     return {"status": status, "message": message, "details": details or {}, "remediation": remediation}
 
 
-def summarize(checks):
+def summarize(checks: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Counts per status, every status present (0 when absent)."""
-    counts = dict((status, 0) for status in STATUSES)
+    counts = {status: 0 for status in STATUSES}
     for check in checks:
         counts[check["status"]] += 1
     return counts
 
 
-def gpu_ref(gpu):
+def gpu_ref(gpu: Mapping[str, Any]) -> dict[str, Any]:
     """How every per-GPU finding names its GPU."""
     return {"index": gpu.get("index"), "pci_bus_id": gpu.get("pci_bus_id"), "uuid": gpu.get("uuid"), "name": gpu.get("name")}

@@ -64,11 +64,18 @@ def host_verdict(summary: Mapping[str, int]) -> str:
     return _VERDICT_OF_WORST[worst(status for status in STATUSES if summary.get(status))]
 
 
+# A module's fail_on option: which host verdicts fail the Ansible task.
+FAIL_ON_NEVER = "never"
+FAIL_ON_FAIL = "fail"  # failed or error
+FAIL_ON_WARN = "warn"  # anything but healthy
+FAIL_ON = (FAIL_ON_NEVER, FAIL_ON_FAIL, FAIL_ON_WARN)
+
+
 def fails_task(verdict: str, fail_on: str) -> bool:
     """fail_on=never|fail|warn: whether a host with this verdict fails its Ansible task."""
-    if fail_on == "fail":
+    if fail_on == FAIL_ON_FAIL:
         return verdict in (FAILED, ERRORED)
-    if fail_on == "warn":
+    if fail_on == FAIL_ON_WARN:
         return verdict != HEALTHY
     return False
 

@@ -140,104 +140,17 @@ groups:
   sample: [{"cgroup": "hydra.slice/loader", "pids": [4242]}]
 """
 
-import errno
-import os
-import pwd
-
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import cgroups as _cgroups
 
 
-class Tree:
-    """Reads and writes under the cgroup root; every path is relative to it."""
-
-    def __init__(self, root):
-        self.root = root
-
-    def path(self, rel):
-        return os.path.join(self.root, rel)
-
-    def read(self, rel):
-        try:
-            with open(self.path(rel)) as handle:
-                return handle.read()
-        except OSError:
-            return None
-
-    def exists(self, rel):
-        return os.path.isdir(self.path(rel))
-
-    def write(self, rel, text):
-        # cgroup files take one value per write(2); no temp file and rename: cgroupfs has neither.
-        with open(self.path(rel), "w") as handle:
-            handle.write(text)
-
-    def add_pid(self, rel, pid):
-        # Like `echo PID >> cgroup.procs`: cgroupfs moves the process, a plain file (a laid-out tree) keeps a list.
-        with open(self.path(rel), "a") as handle:
-            handle.write("%d\n" % pid)
-
-    def pids(self, rel):
-        return set(int(p) for p in (self.read(rel) or "").split())
-
-
-def read_processes(proc="/proc"):
-    out = []
-    for name in os.listdir(proc):
-        if not name.isdigit():
-            continue
-        try:
-            with open(os.path.join(proc, name, "comm")) as handle:
-                comm = handle.read().strip()
-            uid = os.stat(os.path.join(proc, name)).st_uid
-        except OSError:
-            continue  # gone meanwhile
-        try:
-            user = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            user = str(uid)
-        out.append({"pid": int(name), "comm": comm, "uid": uid, "user": user})
-    return out
-
-
-def plan(tree, version, parent, entries):
-    """(actions, groups): mkdirs first (parents first), then controller enabling (v2), then limits and moves."""
-    needs_procs = any(e["processes"] or e["users"] for e in entries)
-    processes = read_processes() if needs_procs else [{"pid": p, "comm": "", "uid": -1, "user": ""}
-                                                      for e in entries for p in e["pids"] if os.path.exists("/proc/%d" % p)]
-    mkdirs, rest, groups = [], [], []
-    for entry in entries:
-        dirs = _cgroups.group_dirs(entry, version, parent)
-        if entry["cgroup"]:
-            missing = [d for d in dirs if not tree.exists(d)]
-            if missing:
-                raise _cgroups.CgroupError("cgroup %s does not exist (%s); name an existing cgroup or use name to create one"
-                                           % (entry["cgroup"], tree.path(missing[-1])))
-        mkdirs.extend({"action": "mkdir", "path": d} for d in dirs
-                      if not tree.exists(d) and d not in [m["path"] for m in mkdirs])
-        rest.extend(dict(w, action="write", after=w["expect"]) for w in _cgroups.plan_limits(entry, version, parent, tree.read))
-        pids = _cgroups.matching_pids(entry, processes)
-        for procs in _cgroups.procs_files(entry, version, parent):
-            moving = [p for p in pids if p not in tree.pids(procs)]
-            if moving:
-                rest.append({"action": "move", "path": procs, "pids": moving})
-        groups.append({"cgroup": _cgroups.group_path(entry, parent), "pids": pids})
-    enable = []
-    if version == _cgroups.V2:
-        enable = [dict(w, action="write", after=w["expect"]) for w in _cgroups.v2_subtree_writes(entries, parent, tree.read)]
-    return mkdirs + enable + rest, groups
-
-
-def public(action):
-    return dict((k, v) for k, v in action.items() if k in ("action", "path", "before", "after", "pids"))
-
-
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             root=dict(type="path", default="/sys/fs/cgroup"),
-            version=dict(type="str", choices=["auto", "v1", "v2"], default="auto"),
+            version=dict(type="str", choices=["auto", _cgroups.V1, _cgroups.V2], default="auto"),
             parent=dict(type="str", default="hydra.slice"),
             limits=dict(type="list", elements="dict", default=[], options=dict(
                 name=dict(type="str"), cgroup=dict(type="str"), processes=dict(type="list", elements="str"),
@@ -249,69 +162,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    tree = Tree(params["root"])
-    parent = params["parent"].strip("/")
-    try:
-        if not parent or ".." in parent.split("/"):
-            raise _cgroups.CgroupError("parent: %r must be a path below the cgroup root, without '..'" % params["parent"])
-        version = _cgroups.detect_version(params["root"], params["version"])
-        raw = [dict((k, v) for k, v in e.items() if v is not None) for e in params["limits"]]
-        raw += _cgroups.limits_from_findings(params["noisy_processes"], params["severity_limits"])
-        entries = [_cgroups.normalize_entry(e, i) for i, e in enumerate(raw)]
-        actions, groups = plan(tree, version, parent, entries)
-    except _cgroups.CgroupError as exc:
-        module.fail_json(msg=str(exc))
-
-    diff = {"before": {}, "after": {}}
-    for action in actions:
-        if action["action"] == "mkdir":
-            diff["before"][action["path"]], diff["after"][action["path"]] = "(absent)", "(directory)"
-        elif action["action"] == "write":
-            # io.max and the blkio files hold one line per device: one diff key per device.
-            key = action["path"] + (" " + action["what"].split()[1] if " " in action["what"] else "")
-            diff["before"][key], diff["after"][key] = action["before"], action["after"]
-        else:
-            diff["before"][action["path"]], diff["after"][action["path"]] = "(PIDs not in it)", action["pids"]
-    result = dict(changed=bool(actions), version=version, changes=[public(a) for a in actions], groups=groups, diff=diff)
-    if module.check_mode or not actions:
-        module.exit_json(**result)
-
-    for action in actions:
-        try:
-            if action["action"] == "mkdir":
-                os.mkdir(tree.path(action["path"]))
-            elif action["action"] == "write":
-                tree.write(action["path"], action["write"])
-            else:
-                for pid in action["pids"]:
-                    try:
-                        tree.add_pid(action["path"], pid)
-                    except OSError as exc:
-                        if exc.errno != errno.ESRCH:  # a process that ended meanwhile needs no limit
-                            raise
-        except OSError as exc:
-            module.fail_json(msg="cgroup_limits: %s %s failed: %s" % (
-                action["action"], tree.path(action["path"]), exc.strerror or exc), **result)
-
-    problems = []
-    for action in actions:
-        if action["action"] == "write" and action["what"] == "cgroup.subtree_control":
-            enabled = [c.lstrip("+") for c in (tree.read(action["path"]) or "").split()]
-            if any(c not in enabled for c in action["expect"]):
-                problems.append("%s reads %r" % (action["path"], " ".join(enabled)))
-        elif action["action"] == "write":
-            read = _cgroups.read_back(action, version, tree.read)
-            if read != action["expect"]:
-                problems.append("%s reads %r, not %r" % (action["path"], read, action["expect"]))
-        elif action["action"] == "move":
-            alive = [p for p in action["pids"] if os.path.exists("/proc/%d" % p)]
-            stray = [p for p in alive if p not in tree.pids(action["path"])]
-            if stray:
-                problems.append("%s does not hold PIDs %s" % (action["path"], ", ".join(str(p) for p in stray)))
-    if problems:
-        module.fail_json(msg="cgroup_limits: changes not verified: %s" % "; ".join(problems), **result)
-    module.exit_json(**result)
+    apply.run(module, _cgroups.CgroupLimitsWorker)
 
 
 if __name__ == "__main__":

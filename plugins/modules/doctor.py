@@ -164,10 +164,10 @@ catalogue:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
-from ansible_collections.continuum.hydra.plugins.module_utils._status import fails_task
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL_ON, FAIL_ON_NEVER, fails_task
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             only=dict(type="list", elements="str", default=[]),
@@ -175,7 +175,7 @@ def main():
             list_checks=dict(type="bool", default=False),
             expect=dict(type="dict", default={}),
             timeouts=dict(type="dict", default={}),
-            fail_on=dict(type="str", choices=["never", "fail", "warn"], default="never"),
+            fail_on=dict(type="str", choices=list(FAIL_ON), default=FAIL_ON_NEVER),
             deterministic=dict(type="bool", default=False),
             nvidia_smi_path=dict(type="path"),
             torch_python=dict(type="path"),

@@ -229,7 +229,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.plan im
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.venv import setup
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             venv=dict(type="path", required=True),

@@ -140,41 +140,13 @@ reboot_required_gpus:
   sample: [0, 1]
 """
 
-import json
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings as _gpu_settings
 
 
-class Smi(NvidiaSmiCli):
-    """nvidia-smi plus reading the settings this module manages."""
-
-    def state(self):
-        out = self.call(_gpu_settings.query_args([field for field, _key in _gpu_settings.QUERY_FIELDS]))
-        try:
-            return _gpu_settings.parse_state(out)
-        except _gpu_settings.GpuSettingsError as exc:
-            self.module.fail_json(msg=str(exc))
-
-
-def read_record(path):
-    """The locked clocks set earlier; a missing or damaged record only means they are set once more."""
-    try:
-        with open(path) as handle:
-            record = json.load(handle)
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
-def write_record(path, record):
-    write_atomic(path, json.dumps(record, sort_keys=True))
-
-
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             gpus=dict(type="list", elements="str", default=[]),
@@ -191,49 +163,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    desired = dict((name, params[name]) for name in _gpu_settings.SETTINGS)
-    record_path = params["locked_clocks_record"]
-    record = read_record(record_path)
-    smi = Smi(module)
-    try:
-        selected = _gpu_settings.select(smi.state(), params["gpus"])
-        changes = _gpu_settings.plan(selected, desired, record)
-    except _gpu_settings.GpuSettingsError as exc:
-        module.fail_json(msg=str(exc))
-    record_before = dict(record)
-    record_after = dict(record)
-    record_after.update((c["uuid"], c["after"]) for c in changes if c["setting"] == "locked_clocks")
-    before_view = _gpu_settings.view(selected, record_before)
-
-    if module.check_mode or not changes:
-        after = _gpu_settings.predicted(selected, changes)
-        pending = _gpu_settings.reboot_required(after, desired)
-        module.exit_json(changed=bool(changes), changes=changes, gpus=before_view, reboot_required=bool(pending),
-                         reboot_required_gpus=pending,
-                         diff={"before": before_view, "after": _gpu_settings.view(after, record_after)})
-
-    for entry in changes:
-        smi.call(entry["args"])
-        if entry["setting"] == "locked_clocks":
-            record[entry["uuid"]] = entry["after"]
-            try:
-                write_record(record_path, record)
-            except OSError as exc:
-                module.fail_json(msg="locked_clocks_record: cannot write %s (%s); the clocks are set, the record is not"
-                                 % (record_path, exc.strerror or exc), changes=changes)
-
-    uuids = set(g["uuid"] for g in selected)
-    after = [g for g in smi.state() if g["uuid"] in uuids]
-    pending = _gpu_settings.reboot_required(after, desired)
-    after_view = _gpu_settings.view(after, record)
-    result = dict(changed=True, changes=changes, gpus=after_view, reboot_required=bool(pending),
-                  reboot_required_gpus=pending, diff={"before": before_view, "after": after_view})
-    problems = _gpu_settings.unverified(changes, after, record)
-    if problems:
-        module.fail_json(msg="gpu_settings: changes not verified: %s" % "; ".join(
-            "GPU %s %s reads %r" % p for p in problems), **result)
-    module.exit_json(**result)
+    apply.run(module, _gpu_settings.GpuSettingsWorker)
 
 
 if __name__ == "__main__":

@@ -103,46 +103,11 @@ reset_required_gpus:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
-from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import mig as _mig
 
 
-class Smi(NvidiaSmiCli):
-    """nvidia-smi plus reading MIG modes, running compute apps and GPU instances."""
-
-    def read(self):
-        try:
-            gpus = _mig.parse_modes(self.call(_mig.mode_query_args()))
-            apps = _mig.parse_apps(self.call(_mig.apps_query_args()))
-            instances = []
-            for gpu in gpus:
-                if gpu["mig_current"] == "Enabled":
-                    instances += _mig.parse_gpu_instances(
-                        self.call(["mig", "-i", str(gpu["index"]), "-lgi"], allowed="No GPU instances found"))
-        except gpu_settings.GpuSettingsError as exc:
-            self.module.fail_json(msg=str(exc))
-        return gpus, apps, instances
-
-
-def view(gpus, instances):
-    return dict(("gpu%d" % g["index"], {"mig_current": g["mig_current"], "mig_pending": g["mig_pending"],
-                                        "instances": sorted(i["profile"] for i in instances if i["gpu"] == g["index"])})
-                for g in gpus)
-
-
-def predicted_view(gpus, steps, instances):
-    out = view(gpus, instances)
-    for step in steps:
-        key = "gpu%d" % step["index"]
-        if step["action"] == "mode":
-            out[key]["mig_pending"] = step["after"]
-        else:
-            out[key]["instances"] = step["after"]
-    return out
-
-
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             gpus=dict(type="list", elements="str", default=[]),
@@ -154,46 +119,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    smi = Smi(module)
-    gpus, apps, instances = smi.read()
-    try:
-        selected = gpu_settings.select(gpus, params["gpus"])
-        steps = _mig.plan(selected, params["mode"], params["layout"], instances, apps)
-    except gpu_settings.GpuSettingsError as exc:
-        module.fail_json(msg=str(exc))
-    before = view(selected, instances)
-    if module.check_mode or not steps:
-        module.exit_json(changed=bool(steps), steps=steps, gpus=before, reset_required_gpus=_mig.reset_required(selected),
-                         diff={"before": before, "after": predicted_view(selected, steps, instances)})
-    if not params["confirm"]:
-        module.fail_json(msg="mig: %d step(s) to take on GPU(s) %s, but confirm is not true; nothing was changed" % (
-            len(steps), ", ".join(sorted(set(str(s["index"]) for s in steps)))), steps=steps)
-
-    for step in [s for s in steps if s["action"] == "mode"]:
-        for command in step["commands"]:
-            smi.call(command)
-    gpus_now, _apps, _instances = smi.read()
-    ready = set(g["uuid"] for g in gpus_now if g["mig_current"] == "Enabled")
-    done = [s for s in steps if s["action"] == "mode"]
-    for step in [s for s in steps if s["action"] == "layout" and s["uuid"] in ready]:
-        for command in step["commands"]:
-            smi.call(command)
-        done.append(step)
-
-    gpus_after, _apps, instances_after = smi.read()
-    uuids = set(g["uuid"] for g in selected)
-    gpus_after = [g for g in gpus_after if g["uuid"] in uuids]
-    after = view(gpus_after, instances_after)
-    waiting = _mig.reset_required(gpus_after)
-    result = dict(changed=True, steps=done, gpus=after, reset_required_gpus=waiting, diff={"before": before, "after": after})
-    problems = _mig.unverified(done, gpus_after, instances_after)
-    if problems:
-        module.fail_json(msg="mig: changes not verified: %s" % "; ".join("GPU %s %s reads %r" % p for p in problems), **result)
-    if waiting:
-        module.warn("MIG mode of GPU(s) %s waits for a GPU reset / reboot; run again after it to create the layout"
-                    % ", ".join(str(i) for i in waiting))
-    module.exit_json(**result)
+    apply.run(module, _mig.MigWorker)
 
 
 if __name__ == "__main__":

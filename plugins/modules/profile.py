@@ -214,7 +214,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._profile import ru
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.disk import Terminated
 
 
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             benchmarks=dict(type="list", elements="str", choices=list(_profile.BENCHMARKS), default=list(_profile.BENCHMARKS)),

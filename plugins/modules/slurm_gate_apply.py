@@ -118,71 +118,21 @@ nodes:
   sample: {"node3": {"state": "IDLE+DRAIN", "flags": ["DRAIN"], "drained": true, "reason": "hydra: gpu.ecc_errors"}}
 """
 
-import os
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import slurm as _slurm
 
-# After `state=resume` slurmctld reports IDLE+NOT_RESPONDING for about a second; the DRAIN flag is gone at once,
-# but a few reads are allowed before calling the change unverified.
-VERIFY_READS = 10
-VERIFY_PAUSE_S = 0.5
 
-
-class Gate:
-    def __init__(self, module):
-        self.module = module
-        params = module.params
-        self.scontrol = command.find_binary("scontrol", params["scontrol_path"])
-        if not self.scontrol:
-            module.fail_json(msg="scontrol: not found (%s); install the SLURM client or set scontrol_path"
-                             % (params["scontrol_path"] or "not on PATH"))
-        self.env = {"SLURM_CONF": params["slurm_conf"]} if params["slurm_conf"] else {}
-        self.timeout = params["timeout"]
-
-    def scontrol_call(self, args):
-        argv = [self.scontrol] + args
-        try:
-            rc, out, err = command.run(argv, self.timeout, env=self.env)
-        except (command.ProbeError, command.ProbeAbsent) as exc:
-            self.module.fail_json(msg=str(exc))
-        if rc != 0:
-            self.module.fail_json(msg="%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()), rc=rc)
-        return out
-
-    def read_nodes(self):
-        return _slurm.parse_show_node(self.scontrol_call(["show", "node", "-o"]))
-
-
-def diff_of(gate_plan, before, after):
-    def view(nodes, node):
-        state = nodes.get(node) or {}
-        return {"state": state.get("state"), "reason": state.get("reason")}
-    touched = [e["node"] for e in gate_plan["drain"] + gate_plan["resume"]]
-    return {"before": dict((n, view(before, n)) for n in touched), "after": dict((n, view(after, n)) for n in touched)}
-
-
-def predicted(gate_plan, before):
-    after = dict((name, dict(state)) for name, state in before.items())
-    for entry in gate_plan["drain"]:
-        after[entry["node"]].update(state=after[entry["node"]]["state"] + "+DRAIN", drained=True, reason=entry["reason"])
-    for entry in gate_plan["resume"]:
-        base = after[entry["node"]]["state"].split("+")[0]
-        after[entry["node"]].update(state=base, drained=False, reason=None)
-    return after
-
-
-def main():
+def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             outcomes=dict(type="dict", required=True),
-            drain_on=dict(type="list", elements="str", choices=["failed", "error", "warning"], default=["failed", "error"]),
-            unreachable=dict(type="str", choices=["ignore", "drain"], default="ignore"),
-            max_fraction=dict(type="float", default=0.25),
-            max_count=dict(type="int", default=10),
+            drain_on=dict(type="list", elements="str", choices=list(_slurm.DRAINABLE_OUTCOMES),
+                          default=list(_slurm.DEFAULT_POLICY["drain_on"])),
+            unreachable=dict(type="str", choices=list(_slurm.UNREACHABLE_POLICIES), default=_slurm.DEFAULT_POLICY[_slurm.UNREACHABLE]),
+            max_fraction=dict(type="float", default=_slurm.DEFAULT_POLICY["max_fraction"]),
+            max_count=dict(type="int", default=_slurm.DEFAULT_POLICY["max_count"]),
             node_names=dict(type="dict", default={}),
             scontrol_path=dict(type="path"),
             slurm_conf=dict(type="path"),
@@ -190,40 +140,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    params = module.params
-    if params["slurm_conf"] and not os.path.isfile(params["slurm_conf"]):
-        module.fail_json(msg="slurm_conf: %s is not a file" % params["slurm_conf"])
-    policy = dict((k, params[k]) for k in ("drain_on", "unreachable", "max_fraction", "max_count", "node_names"))
-    gate = Gate(module)
-    before = gate.read_nodes()
-    try:
-        gate_plan = _slurm.plan(params["outcomes"], before, policy)
-    except _slurm.GateInputError as exc:
-        module.fail_json(msg=str(exc))
-    lines = _slurm.plan_lines(gate_plan)
-    if gate_plan["brake"]["tripped"]:
-        module.fail_json(msg="slurm_gate brake: %s; nothing was changed" % gate_plan["brake"]["why"],
-                         plan=gate_plan, plan_lines=lines, changed=False)
-    changed = bool(gate_plan["drain"] or gate_plan["resume"])
-    if module.check_mode or not changed:
-        module.exit_json(changed=changed, plan=gate_plan, plan_lines=lines, nodes=before,
-                         diff=diff_of(gate_plan, before, predicted(gate_plan, before)))
-
-    for entry in gate_plan["drain"]:
-        gate.scontrol_call(_slurm.drain_args(entry["node"], entry["reason"]))
-    for entry in gate_plan["resume"]:
-        gate.scontrol_call(_slurm.resume_args(entry["node"]))
-
-    for _attempt in range(VERIFY_READS):
-        after = gate.read_nodes()
-        problems = _slurm.unverified(gate_plan, after)
-        if not problems:
-            break
-        time.sleep(VERIFY_PAUSE_S)
-    result = dict(changed=True, plan=gate_plan, plan_lines=lines, nodes=after, diff=diff_of(gate_plan, before, after))
-    if problems:
-        module.fail_json(msg="slurm_gate: changes not verified: %s" % "; ".join("%s %s" % p for p in problems), **result)
-    module.exit_json(**result)
+    apply.run(module, _slurm.SlurmGateWorker)
 
 
 if __name__ == "__main__":

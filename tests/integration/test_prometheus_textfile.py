@@ -61,7 +61,7 @@ def node_exporter(textfile):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("node exporter did not start: %s" % proc.stderr.read().decode()[-2000:])
+                    raise AssertionError("node exporter did not start: %s" % proc.stderr.read().decode()[-2000:]) from None
                 time.sleep(0.1)
         yield url
     finally:
@@ -89,13 +89,13 @@ def test_node_exporter_serves_every_sample_with_its_labels_intact(textfile, node
     scraped = parse_prom(_scrape(node_exporter))
     errors = [s for s in scraped if s[0] == "node_textfile_scrape_error"]
     assert errors == [("node_textfile_scrape_error", {}, 0.0)]
-    ours = sorted((n, sorted(l.items()), v) for n, l, v in scraped if n.startswith("hydra_"))
-    written = sorted((n, sorted(l.items()), v) for n, l, v in parse_prom(textfile["text"]))
+    ours = sorted((n, sorted(labels.items()), v) for n, labels, v in scraped if n.startswith("hydra_"))
+    written = sorted((n, sorted(labels.items()), v) for n, labels, v in parse_prom(textfile["text"]))
     assert ours == written and len(ours) > 100
-    hosts = set(dict(l)["host"] for n, l, v in ours if n == "hydra_host_status")
+    hosts = set(dict(labels)["host"] for n, labels, v in ours if n == "hydra_host_status")
     assert hosts == set(h.replace("\r\n", "\n") for h in textfile["report"]["hosts"])
-    assert [dict(l)["host"] for n, l, v in ours if n == "hydra_straggler_ratio"] == [STRAGGLER]
-    assert [dict(l)["host"] for n, l, v in ours if n == "hydra_host_drift"] == [DRIFTER]
+    assert [dict(labels)["host"] for n, labels, v in ours if n == "hydra_straggler_ratio"] == [STRAGGLER]
+    assert [dict(labels)["host"] for n, labels, v in ours if n == "hydra_host_drift"] == [DRIFTER]
 
 
 def test_node_exporter_reports_a_bad_textfile_so_the_check_above_means_something(textfile, node_exporter):

@@ -3,16 +3,28 @@
 Hosts are built from real recordings: each class's GPU is a GPU of a recorded `nvidia-smi -q -x`
 (tests/fixtures/nvidia-smi) parsed by the collection's own parser, replicated to the class's GPU count
 with fresh UUIDs; the environment is what doctor's `_doctor.environment()` makes of it (per-GPU modes,
-PCIe link and memory included). Anomalies are planted
-by editing a copy of a host's result, never by writing a result from scratch.
+PCIe link and memory included). Checks are judged by the registry's own evaluate() from
+`_results.finding()`; the profile summary is what the fleet report's `profile_summary()` makes of a
+profile result built from profile's own records (`static_gpu`, `gpu_entry`, `outcome`), with each
+class's reference figures added the way any profile figure is read (_fleet/figures.py). Anomalies are
+planted by editing a copy of a host's result, never by writing a result from scratch.
 """
 
 import copy
 import os
 import random
 
+from ansible_collections.continuum.hydra.plugins.module_utils import _results
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.gpu import gpu_entry
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import OK, outcome
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.run import PROFILE_SCHEMA_VERSION
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.static import static_gpu
+from ansible_collections.continuum.hydra.plugins.module_utils._status import PASS, READ_OK, host_verdict
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import host_figures, lower_is_better
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary as _summarise
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
@@ -60,10 +72,13 @@ def environment(host, smi, gpus, cpu_model, memory_bytes, kernel="6.1.0-18-amd64
     return _doctor.environment({"host": {"data": host_data}, "nvidia_smi": {"data": dict(smi, gpus=gpus)}})
 
 
-def check(check_id, status="PASS", gpus=None, details=None, remediation=None):
-    return {"id": check_id, "title": check_id, "category": check_id.split(".")[0], "status": status,
-            "message": "%s: %s" % (check_id, status), "details": dict(details or {}, **({"gpus": gpus} if gpus else {})),
-            "remediation": remediation, "duration_ms": 0.1}
+def check(check_id, status=PASS, gpus=None, details=None, remediation=None, title=None):
+    """A check record as the registry's evaluate() makes it, of a check that finds ``status``."""
+    found = _results.finding(status, "%s: %s" % (check_id, status), dict(details or {}, **({"gpus": gpus} if gpus else {})),
+                             remediation)
+    record = registry.evaluate(registry.Check(check_id, title or check_id, lambda probes, expect: found, (), ()), {}, {})
+    record["duration_ms"] = 0.1  # deterministic reports
+    return record
 
 
 def doctor_result(env, checks=None, torch_version="2.5.1+cu124", nccl_version="2.21.5"):
@@ -72,16 +87,31 @@ def doctor_result(env, checks=None, torch_version="2.5.1+cu124", nccl_version="2
         check("pytorch.installed", details={"python": "/opt/venv/bin/python", "version": torch_version}),
         check("nccl.torch_backend", details={"nccl_available": True, "nccl_version": nccl_version}),
     ]
-    return {"schema_version": "1.1.0", "environment": env, "checks": checks, "summary": {}, "overall_status": "ignored",
-            "probes": {"nvidia_smi": {"status": "ok", "reason": None, "duration_ms": 1.0}}}
+    summary = _results.summarize(checks)
+    return {"schema_version": _results.SCHEMA_VERSION, "environment": env, "checks": checks, "summary": summary,
+            "overall_status": host_verdict(summary),
+            "probes": {"nvidia_smi": {"status": READ_OK, "reason": None, "duration_ms": 1.0}}}
 
 
-def profile_summary(env, gpu_figures, host_figures, verdict=None):
-    gpus = [{"uuid": g["uuid"], "index": g["index"], "name": g["name"], "memory_total_mib": g.get("memory_total_mib"),
-             "figures": dict(gpu_figures)} for g in env["gpus"]]
-    return {"figures": dict(host_figures), "gpus": gpus,
-            "verdict": verdict or {"primary_bottleneck": "gpu_compute", "secondary_bottleneck": "memory_bandwidth",
-                                   "confidence": 0.8}}
+DEFAULT_VERDICT = {"primary_bottleneck": "gpu_compute", "secondary_bottleneck": "memory_bandwidth", "confidence": 0.8}
+
+
+def profile_result(smi_gpus, verdict=None):
+    """A profile module result of a host whose GPU benchmark ran on every GPU, from profile's own record builders."""
+    return {"schema_version": PROFILE_SCHEMA_VERSION,
+            "static_profile": {"gpus": [static_gpu(g) for g in smi_gpus]},
+            "benchmarks": {"gpu_sustained": outcome(OK, "%d of %d GPUs measured" % (len(smi_gpus), len(smi_gpus)), method="torch",
+                                                    gpus=[gpu_entry({"index": g["index"], "name": g["name"]}) for g in smi_gpus])},
+            "analysis": dict(verdict or DEFAULT_VERDICT), "remediation": {}}
+
+
+def profile_summary(smi_gpus, gpu_figures, host_figures, verdict=None):
+    """The fleet report's summary of profile_result(), with the given figures per GPU and for the host."""
+    summary = _summarise(profile_result(smi_gpus, verdict))
+    summary["figures"].update(host_figures)
+    for gpu in summary["gpus"]:
+        gpu["figures"] = dict(gpu_figures)
+    return summary
 
 
 def noisy(figures, rng, cv):
@@ -102,7 +132,7 @@ class SyntheticFleet:
                 name = "%s-%05d" % (class_name, i)
                 gpus = [_gpu_record(smi["gpus"][0], index, self.rng) for index in range(count)]
                 env = environment(name, smi, gpus, cpu, memory)
-                profile = profile_summary(env, {}, noisy(host_ref, self.rng, cv))
+                profile = profile_summary(gpus, {}, noisy(host_ref, self.rng, cv))
                 for gpu in profile["gpus"]:
                     gpu["figures"] = noisy(gpu_ref, self.rng, cv)
                 self.hosts[name] = {"class": class_name, "doctor": doctor_result(env), "profile": profile}
@@ -112,9 +142,10 @@ class SyntheticFleet:
 
     def slow_host(self, host, factor, metric=None):
         """Scale a host's figures (one metric, or every host figure) by factor (0.8 = 20 % slower)."""
-        figures = self.hosts[host]["profile"]["figures"]
-        for key in [metric] if metric else list(figures):
-            figures[key] = figures[key] / factor if key.endswith("_us") else figures[key] * factor
+        profile = self.hosts[host]["profile"]
+        figures = profile["figures"]
+        for key in [metric] if metric else list(host_figures(profile)):
+            figures[key] = figures[key] / factor if lower_is_better(key) else figures[key] * factor
 
     def slow_gpu(self, host, index, factor, metric="bf16_tflops"):
         gpu = self.hosts[host]["profile"]["gpus"][index]

@@ -5,6 +5,7 @@ import json
 import os
 
 from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, WARN
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse
 from ansible_collections.continuum.hydra.tests.support.fleet_factory import REPO, SyntheticFleet, check
 
@@ -42,9 +43,9 @@ def hostile_report():
     fleet.set_env(DRIFTER, "driver_version", '999.<b>"1"</b>&')
     failing = fleet.hosts[FAILING]["doctor"]
     gpu = failing["environment"]["gpus"][1]
-    ecc = check("gpu.ecc_errors", "FAIL", gpus=[gpu_ref(gpu)], remediation="drain <node> & reset \"now\"")
+    ecc = check("gpu.ecc_errors", FAIL, gpus=[gpu_ref(gpu)], remediation="drain <node> & reset \"now\"")
     ecc["message"] = HOSTILE_MESSAGE
-    persistence = check("gpu.persistence_mode", "WARN", remediation="nvidia-smi -pm 1 | tee <log>")
+    persistence = check("gpu.persistence_mode", WARN, remediation="nvidia-smi -pm 1 | tee <log>")
     failing["checks"] = [ecc, persistence] + [c for c in failing["checks"] if c["id"] not in (ecc["id"], persistence["id"])]
     collector = fleet.collector()
     collector.add_unreachable(UNREACHABLE, "ssh: connect to host <gone> port 22: Connection refused\nretry & fail")

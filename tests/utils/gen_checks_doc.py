@@ -6,11 +6,11 @@ tests/unit/test_docs.py fails when docs/checks.md is out of date.
 
 import sys
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry as _registry
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 
 
-def render():
+def render() -> str:
     lines = [
         "# doctor check catalogue",
         "",
@@ -27,8 +27,12 @@ def render():
     for chk in CATALOGUE:
         lines += ["", "## %s" % chk.id, "", "**%s** — reads: %s." % (chk.title, ", ".join("`%s`" % p for p in chk.probes) or "nothing"), ""]
         lines.append(chk.rule or "(no rule written)")
-    lines += ["", "## Expectations (`hydra_expect`)", "", "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
-    for key, spec in sorted(_registry.expectations().items()):
+    lines += ["", "## Expectations (`hydra_expect`)", "",
+              "The keys doctor reads, from the one table in `plugins/module_utils/_expect.py` (which also declares profile's).", "",
+              "| key | type | default | meaning |", "| --- | --- | --- | --- |"]
+    for key, spec in sorted(_expect.table().items()):
+        if spec["read_by"] not in (_expect.DOCTOR, _expect.BOTH):
+            continue
         default = "" if spec["default"] is None else "`%s`" % (spec["default"],)
         lines.append("| `%s` | %s | %s | %s |" % (key, spec["kind"], default, spec["meaning"]))
     return "\n".join(lines) + "\n"

@@ -9,19 +9,20 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import datetime
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _results
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect, _results
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
-
-# One hydra_expect serves doctor and profile: importing the verdict declares profile's keys, so doctor accepts them.
-from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as _host_analysis  # noqa: F401 pylint: disable=unused-import
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import DEFAULT_COMMAND_TIMEOUT
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._status import host_verdict
 
 HYDRA_VERSION = "0.1.0"
 
-DEFAULT_TIMEOUTS = {"nvidia_smi": 30, "kernel_log": 15, "torch": 90, "command": 10}
+DEFAULT_TIMEOUTS = {"nvidia_smi": nvidia_smi.DEFAULT_TIMEOUT, "kernel_log": 15, "torch": 90, "command": DEFAULT_COMMAND_TIMEOUT}
 
 # Host facts in every result need these two, whatever checks are selected.
 ALWAYS_PROBED = ("host", "nvidia_smi")
@@ -31,12 +32,13 @@ class DoctorInputError(ValueError):
     """Bad options: one line naming the bad value and what is accepted."""
 
 
-def list_catalogue():
+def list_catalogue() -> list[dict[str, Any]]:
     return [chk.describe() for chk in CATALOGUE]
 
 
-def validate(only, exclude, timeouts, expect=None):
-    problems = registry.invalid_expectations(expect)
+def validate(only: Optional[Sequence[str]], exclude: Optional[Sequence[str]], timeouts: Optional[Mapping[str, Any]],
+             expect: Optional[Mapping[str, Any]] = None) -> None:
+    problems = _expect.problems(expect)
     if problems:
         raise DoctorInputError(problems[0])
     for label, patterns in (("only", only), ("exclude", exclude)):
@@ -52,18 +54,30 @@ def validate(only, exclude, timeouts, expect=None):
             raise DoctorInputError("timeouts.%s: %r is not a positive number of seconds" % (name, value))
 
 
-def run(only=None, exclude=None, expect=None, timeouts=None, deterministic=False, nvidia_smi_path=None,
-        torch_python=None, probes=None):
+def probe_options(expect: Mapping[str, Any], timeouts: Optional[Mapping[str, Any]] = None, nvidia_smi_path: Optional[str] = None,
+                  torch_python: Optional[str] = None) -> dict[str, Any]:
+    """What the probes read: paths, timeouts, and the hydra_expect values that shape a probe, resolved here.
+
+    Probes never read ``expect`` themselves. ``disk_paths`` stays None when the inventory names none: the probe
+    then measures its default paths, which may be missing (a path the inventory names must exist).
+    """
+    return {
+        "timeouts": dict(DEFAULT_TIMEOUTS, **(timeouts or {})),
+        "nvidia_smi_path": nvidia_smi_path,
+        "torch_python": torch_python,
+        "xid_window_hours": _expect.get(expect, "xid_window_hours"),
+        "disk_paths": _expect.get(expect, "disk_paths") if _expect.given(expect, "disk_paths") else None,
+    }
+
+
+def run(only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None, expect: Optional[Mapping[str, Any]] = None,
+        timeouts: Optional[Mapping[str, Any]] = None, deterministic: bool = False, nvidia_smi_path: Optional[str] = None,
+        torch_python: Optional[str] = None, probes: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """The doctor result for this host. ``probes`` replaces the probe table (tests)."""
     validate(only, exclude, timeouts, expect)
     start = time.monotonic()
     expect = expect or {}
-    options = {
-        "timeouts": dict(DEFAULT_TIMEOUTS, **(timeouts or {})),
-        "nvidia_smi_path": nvidia_smi_path,
-        "torch_python": torch_python,
-        "expect": expect,
-    }
+    options = probe_options(expect, timeouts, nvidia_smi_path, torch_python)
     selected = registry.select(CATALOGUE, only, exclude)
     needed = list(ALWAYS_PROBED) + [name for chk in selected for name in chk.probes]
     envelopes = probe_catalogue.collect(needed, options, probes)
@@ -75,14 +89,14 @@ def run(only=None, exclude=None, expect=None, timeouts=None, deterministic=False
         "checks": checks,
         "summary": summary,
         "overall_status": host_verdict(summary),
-        "probes": dict((name, {"status": env["status"], "reason": env["reason"], "duration_ms": env["duration_ms"]})
-                       for name, env in envelopes.items()),
+        "probes": {name: {"status": env["status"], "reason": env["reason"], "duration_ms": env["duration_ms"]}
+                   for name, env in envelopes.items()},
         "total_duration_ms": round((time.monotonic() - start) * 1000.0, 3),
     }
     return make_deterministic(result) if deterministic else result
 
 
-def environment(envelopes):
+def environment(envelopes: Mapping[str, Any]) -> dict[str, Any]:
     """Host facts, and per GPU the identity and configuration fleet drift compares across hosts."""
     env = dict(envelopes["host"]["data"] or {})
     env["timestamp_utc"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
@@ -97,8 +111,8 @@ def environment(envelopes):
     return env
 
 
-def _gpu_facts(gpu, driver_version):
-    def nested(section, key):
+def _gpu_facts(gpu: Mapping[str, Any], driver_version: Optional[str]) -> dict[str, Any]:
+    def nested(section: str, key: str) -> Any:
         return (gpu.get(section) or {}).get(key)
     return {
         "index": gpu.get("index"), "pci_bus_id": gpu.get("pci_bus_id"), "uuid": gpu.get("uuid"), "name": gpu.get("name"),
@@ -109,12 +123,12 @@ def _gpu_facts(gpu, driver_version):
     }
 
 
-def make_deterministic(result):
+def make_deterministic(result: Mapping[str, Any]) -> dict[str, Any]:
     """Sorted checks, no timings and no timestamp: two runs on an unchanged host diff clean."""
     result = dict(result)
     result["checks"] = sorted(
-        (dict((k, v) for k, v in chk.items() if k != "duration_ms") for chk in result["checks"]), key=lambda c: c["id"])
-    result["probes"] = dict((name, {"status": p["status"], "reason": p["reason"]}) for name, p in result["probes"].items())
-    result["environment"] = dict((k, v) for k, v in result["environment"].items() if k != "timestamp_utc")
+        ({k: v for k, v in chk.items() if k != "duration_ms"} for chk in result["checks"]), key=lambda c: c["id"])
+    result["probes"] = {name: {"status": p["status"], "reason": p["reason"]} for name, p in result["probes"].items()}
+    result["environment"] = {k: v for k, v in result["environment"].items() if k != "timestamp_utc"}
     result.pop("total_duration_ms", None)
     return result

@@ -11,6 +11,10 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import json
 import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host.versions import release
 
 MANIFEST_SCHEMA_VERSION = "1.0.0"
 MANIFEST_KIND = "continuum.hydra.env_manifest"
@@ -34,17 +38,17 @@ _INDEX_RE = re.compile(r"^(?:https?|file)://\S+$")
 class EnvSetupError(Exception):
     """A one-line reason the setup could not be done, with what the result should still report."""
 
-    def __init__(self, message, result=None):
+    def __init__(self, message: str, result: Optional[dict[str, Any]] = None) -> None:
         super().__init__(message)
         self.result = result or {}
 
 
-def canonical_name(name):
+def canonical_name(name: str) -> str:
     """PEP 503 normalised project name: pip's 'typing_extensions' and 'typing-extensions' are one package."""
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def validate_options(options):
+def validate_options(options: dict[str, Any]) -> dict[str, Any]:
     """Check every option that can be judged without touching the host; return them unchanged.
 
     Raises EnvSetupError naming the bad value and what is accepted.
@@ -73,14 +77,14 @@ def validate_options(options):
     return options
 
 
-def build_steps(options):
+def build_steps(options: dict[str, Any]) -> list[dict[str, Any]]:
     """The pip install calls, in order: [{name, specs, requirements, index_url, inputs}].
 
     One resolver run installs NumPy, the requirements file and torch together; only a torch index
     splits torch into its own, last call, so the build from that index is the one that stays.
     """
     torch_apart = options["with_torch"] and bool(options["torch_index"])
-    main = {"name": "packages", "specs": [options["numpy_spec"]], "requirements": options["requirements"],
+    main: dict[str, Any] = {"name": "packages", "specs": [options["numpy_spec"]], "requirements": options["requirements"],
             "index_url": None, "inputs": [("numpy_spec", options["numpy_spec"])]}
     if options["with_torch"] and not torch_apart:
         main["specs"].append(options["torch_spec"])
@@ -93,7 +97,8 @@ def build_steps(options):
                    "inputs": [("torch_spec", options["torch_spec"]), ("torch_index", options["torch_index"])]}]
 
 
-def pip_install_argv(python, step, upgrade, report_path=None, ignore_installed=False):
+def pip_install_argv(python: str, step: dict[str, Any], upgrade: bool, report_path: Optional[str] = None,
+                     ignore_installed: bool = False) -> list[str]:
     """pip's argument list for one step; with report_path it is a dry run writing pip's JSON install report."""
     argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", "--progress-bar", "off"]
     if report_path:
@@ -109,12 +114,12 @@ def pip_install_argv(python, step, upgrade, report_path=None, ignore_installed=F
     return argv + list(step["specs"])
 
 
-def describe_step(step):
+def describe_step(step: dict[str, Any]) -> str:
     """The values a step installs, for error messages: "numpy_spec 'numpy', requirements '/r.txt'"."""
     return ", ".join("%s %r" % pair for pair in step["inputs"])
 
 
-def summarize_pip_failure(stdout, stderr):
+def summarize_pip_failure(stdout: str, stderr: str) -> str:
     """pip's reason for failing, on one line: its most telling ERROR line."""
     lines = [line.strip() for line in (stderr + "\n" + stdout).splitlines()]
     errors = [line[len("ERROR:"):].strip() for line in lines if line.startswith("ERROR:")]
@@ -128,12 +133,12 @@ def summarize_pip_failure(stdout, stderr):
     return others[-1] if others else "pip printed nothing"
 
 
-def pip_output(argv, rc, stdout, stderr):
+def pip_output(argv: list[str], rc: Optional[int], stdout: str, stderr: str) -> dict[str, Any]:
     """What a failed result carries for diagnosis: the command and the end of each stream."""
     return {"command": argv, "rc": rc, "stdout": stdout[-OUTPUT_TAIL_CHARS:], "stderr": stderr[-OUTPUT_TAIL_CHARS:]}
 
 
-def parse_pip_list(text):
+def parse_pip_list(text: str) -> list[dict[str, str]]:
     """pip list --format=json output -> [{name, version}] sorted by canonical name."""
     try:
         entries = json.loads(text)
@@ -143,7 +148,7 @@ def parse_pip_list(text):
     return sorted(packages, key=lambda pkg: canonical_name(pkg["name"]))
 
 
-def parse_install_report(text):
+def parse_install_report(text: str) -> list[dict[str, Any]]:
     """pip's --report JSON -> [{name, version, metadata}] of what the step would install."""
     try:
         report = json.loads(text)
@@ -153,29 +158,18 @@ def parse_install_report(text):
         raise EnvSetupError("pip's install report is not the JSON it documents (%s)" % exc) from None
 
 
-def _release(version):
-    """The numeric release of a version ("2.13.0+cpu" -> (2, 13)), trailing zeros dropped; None when not numeric."""
-    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", version or "")
-    if not match:
-        return None
-    parts = [int(part) for part in match.group(1).split(".")]
-    while len(parts) > 1 and parts[-1] == 0:
-        parts.pop()
-    return tuple(parts)
-
-
-def _action(before, after):
+def _action(before: Optional[str], after: Optional[str]) -> str:
     if before is None:
         return "install"
     if after is None:
         return "remove"
-    old, new = _release(before), _release(after)
+    old, new = release(before), release(after)
     if old is not None and new is not None and old != new:
         return "upgrade" if new > old else "downgrade"
     return "change"  # same release, other label: 2.13.0 -> 2.13.0+cpu, 1.0rc1 -> 1.0
 
 
-def diff_packages(before, after):
+def diff_packages(before: Iterable[dict[str, Any]], after: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """What changed between two package lists: [{name, before, after, action}] by canonical name."""
     old = dict((canonical_name(pkg["name"]), pkg) for pkg in before)
     new = dict((canonical_name(pkg["name"]), pkg) for pkg in after)
@@ -184,12 +178,12 @@ def diff_packages(before, after):
         was = old.get(key, {}).get("version")
         now = new.get(key, {}).get("version")
         if was != now:
-            name = (new.get(key) or old.get(key))["name"]
+            name = (new.get(key) or old[key])["name"]
             changes.append({"name": name, "before": was, "after": now, "action": _action(was, now)})
     return changes
 
 
-def predict_packages(installed, planned):
+def predict_packages(installed: Iterable[dict[str, Any]], planned: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The package list after installing `planned` (pip report items, later steps win) over `installed`."""
     result = dict((canonical_name(pkg["name"]), {"name": pkg["name"], "version": pkg["version"]}) for pkg in installed)
     for item in planned:
@@ -197,7 +191,7 @@ def predict_packages(installed, planned):
     return [result[key] for key in sorted(result)]
 
 
-def predict_freeze(freeze_lines, installed, after):
+def predict_freeze(freeze_lines: Sequence[str], installed: Iterable[dict[str, Any]], after: Iterable[dict[str, Any]]) -> list[str]:
     """What `pip freeze` would print once `installed` became `after`.
 
     Unchanged pins stay as they are (a URL install keeps its form); a changed or new package is
@@ -223,12 +217,12 @@ def predict_freeze(freeze_lines, installed, after):
     return others + [line for _key, line in sorted(lines)]
 
 
-def pinned_text(packages):
+def pinned_text(packages: Iterable[dict[str, Any]]) -> str:
     """name==version lines: the before/after of diff mode."""
     return "".join("%s==%s\n" % (pkg["name"], pkg["version"]) for pkg in packages)
 
 
-def torch_build_from_metadata(version, metadata):
+def torch_build_from_metadata(version: str, metadata: Optional[dict[str, Any]]) -> Optional[str]:
     """Tell from a wheel that is not installed yet whether it is a CUDA build: 'cuda', 'cpu' or None (cannot tell).
 
     A local label names the build (+cpu, +rocm6.2, +cu128); PyPI's Linux CUDA wheels have no label but
@@ -244,7 +238,7 @@ def torch_build_from_metadata(version, metadata):
     return None
 
 
-def cpu_torch_problem(gpu_evidence, torch_info, venv, allow_cpu_torch):
+def cpu_torch_problem(gpu_evidence: Optional[str], torch_info: Optional[dict[str, Any]], venv: str, allow_cpu_torch: bool) -> Optional[str]:
     """The CPU-only torch rule: on a host with an NVIDIA GPU, torch must be a CUDA build.
 
     gpu_evidence: what showed the GPU, or None on hosts without one. torch_info: the manifest's torch
@@ -264,7 +258,7 @@ def cpu_torch_problem(gpu_evidence, torch_info, venv, allow_cpu_torch):
     return None
 
 
-def build_manifest(snapshot, packages, inputs, generated_at):
+def build_manifest(snapshot: dict[str, Any], packages: Iterable[dict[str, Any]], inputs: dict[str, Any], generated_at: str) -> dict[str, Any]:
     """The env_manifest.json document: the environment, the inputs that built it, every package with its version."""
     return {
         "schema_version": MANIFEST_SCHEMA_VERSION,
@@ -277,24 +271,24 @@ def build_manifest(snapshot, packages, inputs, generated_at):
     }
 
 
-def same_manifest(old, new):
+def same_manifest(old: Any, new: dict[str, Any]) -> bool:
     """Equal apart from generated_at: such a manifest is left as it is, so an unchanged host reports changed=false."""
     if not isinstance(old, dict):
         return False
     return dict(old, generated_at=None) == dict(new, generated_at=None)
 
 
-def render_manifest(manifest):
+def render_manifest(manifest: dict[str, Any]) -> str:
     return json.dumps(manifest, indent=2, sort_keys=True) + "\n"
 
 
-def render_requirements(freeze_lines, venv):
+def render_requirements(freeze_lines: Iterable[str], venv: str) -> str:
     """requirements.txt: `pip freeze` of the venv, under a comment saying where it came from."""
     header = "# Pinned by continuum.hydra.env_setup from the virtualenv %s (pip freeze); see README.md to replay it.\n" % venv
     return header + "".join(line + "\n" for line in freeze_lines)
 
 
-def render_readme(manifest, paths, torch_index):
+def render_readme(manifest: dict[str, Any], paths: dict[str, str], torch_index: Optional[str]) -> str:
     """README.md: what the state directory holds and the commands that rebuild the environment."""
     env = manifest["environment"]
     versions = dict((canonical_name(pkg["name"]), pkg["version"]) for pkg in manifest["packages"])

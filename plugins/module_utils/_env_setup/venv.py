@@ -27,6 +27,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils import _atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup import plan as logic
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.plan import EnvSetupError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, run
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_json_or_none, read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_nvidia_functions
 
 # Quick questions (pip list, pip freeze, the Python snapshot, the index probe) get a fixed limit;
@@ -123,7 +124,7 @@ def _apply(ctx, venv_exists, base_python):
 
 def _plan(ctx, venv_exists, base_python):
     """Check mode: pip's own dry run says exactly what it would install; nothing is written."""
-    options, result = ctx["options"], ctx["result"]
+    result = ctx["result"]
     if venv_exists:
         installed = list_packages(ctx["venv_python"])
         pip_python, ignore_installed = ctx["venv_python"], False
@@ -204,7 +205,7 @@ def _run_pip_step(argv, step, timeout, dry_run=False):
         rc, stdout, stderr = run(argv, timeout)
     except (ProbeError, ProbeAbsent) as exc:
         raise EnvSetupError("%s did not finish (pip_timeout=%ss): %s" % (what, timeout, exc),
-                            {"pip_output": logic.pip_output(argv, None, "", "")})
+                            {"pip_output": logic.pip_output(argv, None, "", "")}) from None
     if rc != 0:
         raise EnvSetupError("%s failed (rc=%d): %s" % (what, rc, logic.summarize_pip_failure(stdout, stderr)),
                             {"pip_output": logic.pip_output(argv, rc, stdout, stderr)})
@@ -224,7 +225,7 @@ def _render_state(ctx, packages, snapshot, freeze_lines):
     inputs.update(torch_spec=options["torch_spec"] if options["with_torch"] else None, torch_index=options["torch_index"])
     generated_at = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     manifest = logic.build_manifest(snapshot, packages, inputs, generated_at)
-    existing = _read_json(paths["manifest"])
+    existing = read_json_or_none(paths["manifest"])
     if logic.same_manifest(existing, manifest):
         manifest = existing
     return manifest, {
@@ -235,7 +236,7 @@ def _render_state(ctx, packages, snapshot, freeze_lines):
 
 
 def _differing(paths, contents):
-    return sorted(paths[key] for key in contents if _read_text(paths[key]) != contents[key])
+    return sorted(paths[key] for key in contents if read_text_or_none(paths[key]) != contents[key])
 
 
 def _write_state(paths, contents, differing):
@@ -245,7 +246,7 @@ def _write_state(paths, contents, differing):
     try:
         os.makedirs(state_dir, exist_ok=True)
     except OSError as exc:
-        raise EnvSetupError("cannot create the state directory %s (base_dir): %s" % (state_dir, exc.strerror or exc))
+        raise EnvSetupError("cannot create the state directory %s (base_dir): %s" % (state_dir, exc.strerror or exc)) from None
     for key in sorted(contents):
         if paths[key] in differing:
             write_atomic(paths[key], contents[key])
@@ -280,7 +281,7 @@ def create_venv(python, venv, timeout):
     try:
         rc, stdout, stderr = run(argv, timeout)
     except (ProbeError, ProbeAbsent) as exc:
-        raise EnvSetupError("creating the virtualenv %s with python %s did not finish: %s" % (venv, python, exc))
+        raise EnvSetupError("creating the virtualenv %s with python %s did not finish: %s" % (venv, python, exc)) from None
     if rc != 0:
         lines = [line for line in (stderr + stdout).splitlines() if line.strip()]
         raise EnvSetupError("creating the virtualenv %s with python %s failed (rc=%d): %s"
@@ -292,7 +293,7 @@ def _query(argv, timeout, what):
     try:
         rc, stdout, stderr = run(argv, timeout)
     except (ProbeError, ProbeAbsent) as exc:
-        raise EnvSetupError("%s did not finish: %s" % (what, exc))
+        raise EnvSetupError("%s did not finish: %s" % (what, exc)) from None
     if rc != 0:
         raise EnvSetupError("%s failed (rc=%d): %s" % (what, rc, logic.summarize_pip_failure(stdout, stderr)),
                             {"pip_output": logic.pip_output(argv, rc, stdout, stderr)})
@@ -317,7 +318,7 @@ def python_snapshot(python, with_torch):
     try:
         return json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise EnvSetupError("the environment snapshot by %s printed no JSON: %r" % (python, stdout[-200:]))
+        raise EnvSetupError("the environment snapshot by %s printed no JSON: %r" % (python, stdout[-200:])) from None
 
 
 def detect_nvidia_gpu(sysfs_root="/sys", search_path=None):
@@ -353,27 +354,11 @@ def check_index_reachable(url, timeout):
     except URLError as exc:
         if isinstance(exc.reason, ssl.SSLError):
             return
-        raise EnvSetupError("torch_index %r is unreachable: %s" % (url, exc.reason))
+        raise EnvSetupError("torch_index %r is unreachable: %s" % (url, exc.reason)) from None
     except socket.timeout:
-        raise EnvSetupError("torch_index %r is unreachable: no answer within %ss" % (url, timeout))
+        raise EnvSetupError("torch_index %r is unreachable: no answer within %ss" % (url, timeout)) from None
     except Exception as exc:  # open_url's ConnectionError, OSError: the index cannot be reached
-        raise EnvSetupError("torch_index %r is unreachable: %s" % (url, exc))
-
-
-def _read_text(path):
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _read_json(path):
-    text = _read_text(path)
-    try:
-        return json.loads(text) if text is not None else None
-    except ValueError:
-        return None
+        raise EnvSetupError("torch_index %r is unreachable: %s" % (url, exc)) from None
 
 
 def write_atomic(path, text):
@@ -381,4 +366,4 @@ def write_atomic(path, text):
     try:
         _atomic.write_atomic(path, text)
     except OSError as exc:
-        raise EnvSetupError("cannot write %s (base_dir): %s" % (path, exc.strerror or exc))
+        raise EnvSetupError("cannot write %s (base_dir): %s" % (path, exc.strerror or exc)) from None

@@ -3,6 +3,10 @@
 
 """Running external commands for probes: argument lists, LANG=C, a timeout, always.
 
+Every command runs in its own session (process group); at its deadline the whole group is killed, so a
+grandchild that ignores SIGTERM or keeps the pipes open cannot outlive the probe. call_with_timeout()
+bounds an in-process call (NVML, statvfs, a read that can block) the same way.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -12,6 +16,10 @@ import shutil
 import signal
 import subprocess
 import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional, TypeVar, Union, cast
+
+T = TypeVar("T")
 
 
 class ProbeError(Exception):
@@ -22,14 +30,15 @@ class ProbeAbsent(Exception):
     """What a probe reads does not exist on this host; its checks become SKIP with this reason."""
 
 
-def find_binary(name, override=None):
+def find_binary(name: str, override: Optional[str] = None) -> Optional[str]:
     """Absolute path of a binary, from an explicit override or PATH; None when absent."""
     if override:
         return override if os.access(override, os.X_OK) else None
     return shutil.which(name)
 
 
-def run(argv, timeout, env=None, input_text=None):
+def run(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None,
+        input_text: Optional[str] = None) -> tuple[int, str, str]:
     """Run argv and return (rc, stdout, stderr) as text.
 
     Raises ProbeError on timeout or when the binary cannot be executed, naming
@@ -45,28 +54,28 @@ def run(argv, timeout, env=None, input_text=None):
             start_new_session=True,  # so a timeout kills the whole process group
         )
     except FileNotFoundError:
-        raise ProbeAbsent("%s: not found" % argv[0])
+        raise ProbeAbsent("%s: not found" % argv[0]) from None
     except PermissionError:
-        raise ProbeError("%s: permission denied" % argv[0])
+        raise ProbeError("%s: permission denied" % argv[0]) from None
     except OSError as exc:
-        raise ProbeError("%s: cannot execute (%s)" % (argv[0], exc))
+        raise ProbeError("%s: cannot execute (%s)" % (argv[0], exc)) from None
     try:
         stdout, stderr = proc.communicate(input=input_text.encode() if input_text is not None else None, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        raise ProbeError("%s timed out after %ss" % (" ".join(argv), _fmt_seconds(timeout)))
+        raise ProbeError("%s timed out after %ss" % (" ".join(argv), _fmt_seconds(timeout))) from None
     return proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
 
 
-def call_with_timeout(call, timeout, what):
+def call_with_timeout(call: Callable[[], T], timeout: float, what: str) -> T:
     """Run an in-process call with a deadline: NVML on a hung GPU, or statvfs on a hung network mount, can block forever.
 
     The call runs in a daemon thread; past the deadline ProbeError names it, and the stuck thread cannot keep the
     module alive.
     """
-    outcome = {}
+    outcome: dict[str, Any] = {}
 
-    def target():
+    def target() -> None:
         try:
             outcome["value"] = call()
         except Exception as exc:  # pylint: disable=broad-exception-caught
@@ -80,10 +89,10 @@ def call_with_timeout(call, timeout, what):
         raise ProbeError("%s timed out after %ss" % (what, _fmt_seconds(timeout)))
     if "error" in outcome:
         raise outcome["error"]
-    return outcome.get("value")
+    return cast(T, outcome.get("value"))
 
 
-def _kill_group(proc):
+def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
@@ -94,20 +103,11 @@ def _kill_group(proc):
         pass
 
 
-def _fmt_seconds(value):
+def _fmt_seconds(value: Union[int, float]) -> str:
     return ("%g" % value) if isinstance(value, float) else str(value)
 
 
-def read_text(path):
-    """Read a small /proc or /sys file; ProbeAbsent when missing, ProbeError when unreadable."""
-    try:
-        with open(path) as handle:
-            return handle.read()
-    except (FileNotFoundError, NotADirectoryError):
-        raise ProbeAbsent("%s does not exist" % path)
-    except PermissionError:
-        raise ProbeError("%s: permission denied" % path)
-    except UnicodeDecodeError:
-        raise ProbeError("%s: not a text file" % path)
-    except OSError as exc:
-        raise ProbeError("%s: %s" % (path, exc))
+
+# The deadline of a quick command (timedatectl, systemctl, nvcc --version, statvfs) when the caller names none;
+# doctor's and profile's ``timeouts.command`` default.
+DEFAULT_COMMAND_TIMEOUT = 10

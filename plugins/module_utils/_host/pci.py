@@ -12,13 +12,16 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import os
 import re
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 
 NVIDIA_VENDOR = "0x10de"
 
 _ADDRESS = re.compile(r"(?:PCI:)?(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.[0-7])?$")
 
 
-def pci_key(address):
+def pci_key(address: Optional[str]) -> Optional[str]:
     """``domain:bus:device`` in lower case with a 4-digit domain, or None when address is not one."""
     match = _ADDRESS.match((address or "").strip())
     if not match:
@@ -27,7 +30,7 @@ def pci_key(address):
     return "%04x:%02x:%02x" % (int(domain or "0", 16), int(bus, 16), int(device, 16))
 
 
-def classify(pci_class):
+def classify(pci_class: Optional[str]) -> Optional[str]:
     """Which list an NVIDIA PCI function belongs in, from its class code ('0x030200'): gpus, nvswitches or None."""
     value = (pci_class or "").strip().lower()
     if value.startswith("0x03"):
@@ -39,17 +42,14 @@ def classify(pci_class):
     return None
 
 
-def _read(path):
-    try:
-        with open(path) as handle:
-            return handle.read().strip()
-    except OSError:
-        return None
+def _read(path: str) -> Optional[str]:
+    text = read_text_or_none(path)
+    return text.strip() if text is not None else None
 
 
-def scan_nvidia_functions(devices_dir):
+def scan_nvidia_functions(devices_dir: str) -> dict[str, list[dict[str, Any]]]:
     """NVIDIA GPU and NVSwitch functions under a sysfs ``bus/pci/devices`` directory, sorted by address."""
-    found = {"gpus": [], "nvswitches": []}
+    found: dict[str, list[dict[str, Any]]] = {"gpus": [], "nvswitches": []}
     for address in sorted(os.listdir(devices_dir)):
         path = os.path.join(devices_dir, address)
         if _read(os.path.join(path, "vendor")) != NVIDIA_VENDOR:

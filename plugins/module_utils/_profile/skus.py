@@ -16,13 +16,15 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from typing import Any
+
 _STAS_ACCEL = "stas00/ml-engineering compute/accelerator/README.md (datasheet table)"
 _STAS_MAMF = "stas00/ml-engineering compute/accelerator/README.md (MAMF, bf16, mean of 100 iterations)"
 _STAS_NET = "stas00/ml-engineering network/README.md"
 _MAG_BENCH = "mag-/gpu_benchmark README.md (bf16 matmul)"
 _DCGM = "NVIDIA/DCGM nvvs/diag-skus.yaml.in (memory bandwidth DCGM measured; its threshold is 0.75x this)"
 
-SKUS = [
+SKUS: list[dict[str, Any]] = [
     {
         "id": "gh200",
         "label": "GH200",
@@ -199,7 +201,7 @@ SKUS = [
 ]
 
 # One-direction host link rate per lane in GB/s: transfer rate x encoding / 8 bits.
-PCIE_GBPS_PER_LANE = {
+PCIE_GBPS_PER_LANE: dict[int, float] = {
     1: 0.25,    # 2.5 GT/s, 8b/10b
     2: 0.5,     # 5 GT/s, 8b/10b
     3: 0.985,   # 8 GT/s, 128b/130b

@@ -22,19 +22,26 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import expectation, expected
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.skus import PCIE_GBPS_PER_LANE, SKUS
 
-GPU_BF16_TFLOPS_MIN = expectation("gpu_bf16_tflops_min", "number", "profile: bf16 matmul TFLOP/s each GPU must reach")
-GPU_H2D_GBPS_MIN = expectation("gpu_h2d_gbps_min", "number", "profile: pinned host<->device GB/s each GPU must reach")
-GPU_MEMORY_GBPS_MIN = expectation("gpu_memory_bandwidth_gbps_min", "number", "profile: device memory GB/s each GPU must reach")
-GPU_SKU = expectation("gpu_sku", "str", "profile: SKU table id to judge the GPUs against (h100_sxm, a100_pcie...)")
-MEMORY_TRIAD_GBPS_MIN = expectation("memory_triad_gbps_min", "number", "profile: host STREAM triad GB/s (all CPUs)", default=10.0)
-CPU_GFLOPS_MIN = expectation("cpu_gflops_min", "number", "profile: all-core float64 matmul GFLOP/s")
-DISK_READ_IOPS_MIN = expectation("disk_read_iops_min", "number", "profile: 4 KiB random-read IOPS at queue depth 1", default=1000.0)
-DISK_P99_US_MAX = expectation("disk_read_p99_us_max", "number", "profile: 99th percentile 4 KiB read latency, microseconds",
-                              default=10000.0)
-DISK_SEQ_READ_MBPS_MIN = expectation("disk_seq_read_mbps_min", "number", "profile: sequential read MB/s", default=200.0)
+GPU_BF16_TFLOPS_MIN = _expect.key("gpu_bf16_tflops_min")
+GPU_H2D_GBPS_MIN = _expect.key("gpu_h2d_gbps_min")
+GPU_MEMORY_GBPS_MIN = _expect.key("gpu_memory_bandwidth_gbps_min")
+GPU_SKU = _expect.key("gpu_sku")
+MEMORY_TRIAD_GBPS_MIN = _expect.key("memory_triad_gbps_min")
+CPU_GFLOPS_MIN = _expect.key("cpu_gflops_min")
+DISK_READ_IOPS_MIN = _expect.key("disk_read_iops_min")
+DISK_P99_US_MAX = _expect.key("disk_read_p99_us_max")
+DISK_SEQ_READ_MBPS_MIN = _expect.key("disk_seq_read_mbps_min")
+
+Expect = Mapping[str, Any]  # the host's hydra_expect
+Sku = Mapping[str, Any]  # one entry of skus.SKUS
+Record = dict[str, Any]  # one finding {bottleneck, score, reason, evidence}
 
 SCORE_THRESHOLD = 0.35
 GPU_MEASURED_SHARE = 0.9     # of the best measured matmul (MAMF)
@@ -88,7 +95,7 @@ _ACTIONS = {
 }
 
 
-def find_sku(name, sku_id=None, skus=None):
+def find_sku(name: Optional[str], sku_id: Optional[str] = None, skus: Optional[Sequence[Sku]] = None) -> Optional[Sku]:
     """The SKU entry for an nvidia-smi product name (or the explicit id), None when unknown."""
     skus = SKUS if skus is None else skus
     if sku_id:
@@ -100,33 +107,33 @@ def find_sku(name, sku_id=None, skus=None):
     return None
 
 
-def link_rate_gbps(gen, width):
+def link_rate_gbps(gen: Optional[int], width: Optional[int]) -> Optional[float]:
     """One-direction PCIe rate in GB/s, None when gen or width is unknown."""
     if not gen or not width or gen not in PCIE_GBPS_PER_LANE:
         return None
     return PCIE_GBPS_PER_LANE[gen] * width
 
 
-def shortfall_score(measured, floor):
+def shortfall_score(measured: float, floor: float) -> float:
     """0.5 just below the floor, rising to 1.0 at half of it."""
     return min(1.0, 0.5 + (1.0 - float(measured) / floor))
 
 
-def _finding(bottleneck, score, reason, evidence):
+def _finding(bottleneck: str, score: float, reason: str, evidence: str) -> Record:
     return {"bottleneck": bottleneck, "score": round(score, 3), "reason": reason, "evidence": evidence}
 
 
-def _gpu_label(entry):
+def _gpu_label(entry: Mapping[str, Any]) -> str:
     return "GPU %s (%s)" % (entry.get("index"), entry.get("name") or "unknown model")
 
 
-def _measured(benchmark):
-    return isinstance(benchmark, dict) and benchmark.get("status") in ("ok", "fallback")
+def _measured(benchmark: Any) -> bool:
+    return isinstance(benchmark, dict) and benchmark.get("status") in (OK, FALLBACK)
 
 
-def _bf16_floor(entry, sku, expect):
+def _bf16_floor(entry: Mapping[str, Any], sku: Optional[Sku], expect: Expect) -> Optional[tuple[float, str, str, str]]:
     """(floor TFLOP/s, dtype key, how it was chosen, evidence) for a GPU, or None without a reference."""
-    floor = expected(expect, GPU_BF16_TFLOPS_MIN)
+    floor = _expect.get(expect, GPU_BF16_TFLOPS_MIN)
     if floor:
         return floor, "bf16_tflops", "hydra_expect gpu_bf16_tflops_min", "expectation"
     if sku is None:
@@ -143,16 +150,17 @@ def _bf16_floor(entry, sku, expect):
     return floor, key, "%.1f = 0.9 x 0.8 x the %s datasheet %.1f" % (floor, sku["label"], peak), "sku_peak"
 
 
-def _gpu_findings(entry, static_gpu, expect):
-    findings, notes = [], []
+def _gpu_findings(entry: Mapping[str, Any], static_gpu: Mapping[str, Any], expect: Expect) -> tuple[list[Record], list[str]]:
+    findings: list[Record] = []
+    notes: list[str] = []
     label = _gpu_label(entry)
-    sku = find_sku(entry.get("name"), expected(expect, GPU_SKU))
+    sku = find_sku(entry.get("name"), _expect.get(expect, GPU_SKU))
     telemetry = entry.get("telemetry") or {}
     reasons = set(telemetry.get("throttle_reasons") or [])
     thermal = sorted(reasons.intersection(THERMAL_REASONS))
     power = sorted(reasons.intersection(POWER_REASONS))
-    clock_busy = telemetry.get("sm_clock_busy_mean_mhz")
-    clock_max = telemetry.get("sm_clock_max_mhz") or ((static_gpu.get("max_clocks") or {}).get("sm_mhz"))
+    clock_busy: Any = telemetry.get("sm_clock_busy_mean_mhz")
+    clock_max: Any = telemetry.get("sm_clock_max_mhz") or ((static_gpu.get("max_clocks") or {}).get("sm_mhz"))
     clock_low = bool(clock_busy and clock_max and clock_busy < SM_CLOCK_SHARE * clock_max)
     clock_text = ("; SM clock %.0f of %.0f MHz while busy" % (clock_busy, clock_max)) if clock_busy and clock_max else ""
 
@@ -188,7 +196,7 @@ def _gpu_findings(entry, static_gpu, expect):
         findings.append(_finding(bottleneck, shortfall_score(value, limit), "%s: %s %.1f TFLOP/s is below the floor %s" % (
             label, key.replace("_tflops", ""), value, how), evidence))
     findings.extend(_link_findings(entry, static_gpu, sku, telemetry, expect, label))
-    memory_floor = expected(expect, GPU_MEMORY_GBPS_MIN)
+    memory_floor = _expect.get(expect, GPU_MEMORY_GBPS_MIN)
     how = "hydra_expect gpu_memory_bandwidth_gbps_min"
     if not memory_floor and sku is not None and sku.get("memory_bandwidth_tbps"):
         memory_floor = DEVICE_MEMORY_SHARE * sku["memory_bandwidth_tbps"] * 1000.0
@@ -200,8 +208,9 @@ def _gpu_findings(entry, static_gpu, expect):
     return findings, notes
 
 
-def _link_findings(entry, static_gpu, sku, telemetry, expect, label):
-    findings = []
+def _link_findings(entry: Mapping[str, Any], static_gpu: Mapping[str, Any], sku: Optional[Sku], telemetry: Mapping[str, Any],
+                   expect: Expect, label: str) -> list[Record]:
+    findings: list[Record] = []
     pcie = static_gpu.get("pcie") or {}
     gen_max = telemetry.get("pcie_gen_max") or pcie.get("gen_max") or (sku or {}).get("pcie_gen")
     width_max = telemetry.get("pcie_width_max") or pcie.get("width_max") or (sku or {}).get("pcie_width")
@@ -213,7 +222,7 @@ def _link_findings(entry, static_gpu, sku, telemetry, expect, label):
         findings.append(_finding("gpu_host_link", 0.6, "%s: PCIe link width x%s of x%s (read at idle)" % (
             label, pcie["width_current"], width_max), "static"))
     copies = [value for value in (entry.get("h2d_gbps"), entry.get("d2h_gbps")) if value is not None]
-    floor = expected(expect, GPU_H2D_GBPS_MIN)
+    floor = _expect.get(expect, GPU_H2D_GBPS_MIN)
     how, evidence = "hydra_expect gpu_h2d_gbps_min", "expectation"
     rate = link_rate_gbps(gen_max, width_max)
     if not floor and rate:
@@ -226,11 +235,12 @@ def _link_findings(entry, static_gpu, sku, telemetry, expect, label):
     return findings
 
 
-def _host_findings(static_profile, benchmarks, expect):
-    findings, notes = [], []
+def _host_findings(static_profile: Mapping[str, Any], benchmarks: Mapping[str, Any], expect: Expect) -> tuple[list[Record], list[str]]:
+    findings: list[Record] = []
+    notes: list[str] = []
     memory = benchmarks.get("memory_bandwidth") or {}
     if _measured(memory):
-        floor = expected(expect, MEMORY_TRIAD_GBPS_MIN)
+        floor = _expect.get(expect, MEMORY_TRIAD_GBPS_MIN)
         if memory.get("triad_gbps") is None:
             notes.append("host memory bandwidth not judged: %s measures copy only" % memory.get("method"))
         elif memory["triad_gbps"] < floor:
@@ -243,7 +253,7 @@ def _host_findings(static_profile, benchmarks, expect):
         if cpu.get("method") != "numpy_matmul":
             notes.append("CPU throughput not judged: %s is not a FLOP/s figure of the hardware" % cpu.get("method"))
         else:
-            floor = expected(expect, CPU_GFLOPS_MIN)
+            floor = _expect.get(expect, CPU_GFLOPS_MIN)
             if floor and cpu.get("all_cores_gflops") is not None and cpu["all_cores_gflops"] < floor:
                 findings.append(_finding("cpu_compute", shortfall_score(cpu["all_cores_gflops"], floor),
                                          "all-core matmul %.1f GFLOP/s is below the floor %.1f" % (cpu["all_cores_gflops"], floor),
@@ -267,21 +277,21 @@ def _host_findings(static_profile, benchmarks, expect):
     return findings, notes
 
 
-def _disk_findings(disk, expect):
-    findings = []
+def _disk_findings(disk: Mapping[str, Any], expect: Expect) -> list[Record]:
+    findings: list[Record] = []
     where = disk.get("directory")
-    iops_floor = expected(expect, DISK_READ_IOPS_MIN)
+    iops_floor = _expect.get(expect, DISK_READ_IOPS_MIN)
     if disk.get("read_iops") is not None and disk["read_iops"] < iops_floor:
         findings.append(_finding("disk_io", shortfall_score(disk["read_iops"], iops_floor),
                                  "4 KiB random reads in %s: %.0f IOPS, below the floor %.0f" % (where, disk["read_iops"], iops_floor),
                                  "expectation" if expect.get(DISK_READ_IOPS_MIN) else "default"))
     p99 = (disk.get("read_latency_us") or {}).get("p99")
-    p99_max = expected(expect, DISK_P99_US_MAX)
+    p99_max = _expect.get(expect, DISK_P99_US_MAX)
     if p99 is not None and p99 > p99_max:
         findings.append(_finding("disk_io", shortfall_score(p99_max, p99),
                                  "4 KiB read p99 latency in %s: %.0f us, above %.0f us" % (where, p99, p99_max),
                                  "expectation" if expect.get(DISK_P99_US_MAX) else "default"))
-    seq_floor = expected(expect, DISK_SEQ_READ_MBPS_MIN)
+    seq_floor = _expect.get(expect, DISK_SEQ_READ_MBPS_MIN)
     if disk.get("seq_read_mbps") is not None and disk["seq_read_mbps"] < seq_floor:
         findings.append(_finding("disk_io", shortfall_score(disk["seq_read_mbps"], seq_floor),
                                  "sequential read in %s: %.0f MB/s, below the floor %.0f" % (where, disk["seq_read_mbps"], seq_floor),
@@ -289,21 +299,22 @@ def _disk_findings(disk, expect):
     return findings
 
 
-def _scores(findings):
-    by_bottleneck = {}
+def _scores(findings: Iterable[Record]) -> dict[str, float]:
+    by_bottleneck: dict[str, list[float]] = {}
     for item in findings:
         by_bottleneck.setdefault(item["bottleneck"], []).append(item["score"])
-    return dict((name, min(1.0, max(scores) + 0.05 * (len(scores) - 1))) for name, scores in by_bottleneck.items())
+    return {name: min(1.0, max(scores) + 0.05 * (len(scores) - 1)) for name, scores in by_bottleneck.items()}
 
 
-def analyze(static_profile, benchmarks, expect=None):
+def analyze(static_profile: Mapping[str, Any], benchmarks: Mapping[str, Any],
+            expect: Optional[Expect] = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(analysis, remediation) of one host: primary/secondary bottleneck, confidence, reasons, actions."""
     expect = expect or {}
-    static_gpus = dict((gpu.get("index"), gpu) for gpu in (static_profile.get("gpus") or []))
+    static_gpus = {gpu.get("index"): gpu for gpu in (static_profile.get("gpus") or [])}
     findings, notes = _host_findings(static_profile, benchmarks, expect)
     gpu_bench = benchmarks.get("gpu_sustained") or {}
     for entry in gpu_bench.get("gpus") or []:
-        if entry.get("status") == "ok":
+        if entry.get("status") == OK:
             gpu_findings, gpu_notes = _gpu_findings(entry, static_gpus.get(entry.get("index"), {}), expect)
             findings.extend(gpu_findings)
             notes.extend(gpu_notes)
@@ -323,13 +334,13 @@ def analyze(static_profile, benchmarks, expect=None):
     findings.sort(key=lambda item: (-item["score"], item["bottleneck"], item["reason"]))
     actions = []
     for bottleneck in (primary, secondary):
-        for title, impact, difficulty, reason in _ACTIONS.get(bottleneck, []):
+        for title, impact, difficulty, reason in _ACTIONS.get(bottleneck or "", []):
             actions.append({"title": title, "impact": impact, "difficulty": difficulty, "reason": reason, "bottleneck": bottleneck})
     analysis = {
         "primary_bottleneck": primary,
         "secondary_bottleneck": secondary,
         "confidence": confidence,
-        "scores": dict((name, round(score, 3)) for name, score in sorted(scores.items())),
+        "scores": {name: round(score, 3) for name, score in sorted(scores.items())},
         "reasons": [item["reason"] for item in findings],
         "findings": findings,
         "recommendations": [action["title"] for action in actions],

@@ -4,16 +4,28 @@
 """cgroup limits: v2 first (memory.max/high, cpu.max, io.max), v1 as fallback (memory.limit_in_bytes,
 cpu.cfs_quota_us, blkio.throttle.*), under a configurable cgroup root.
 
-The plan is a list of file writes, each with the value read before; the cgroup_limits_apply module
-performs them and reads them back. Reading goes through a `read(path) -> str or None` callable so the
-logic runs the same on /sys/fs/cgroup and on a tree laid out like it.
+The plan is a list of file writes, each with the value read before; the CgroupLimitsWorker at the end (which
+the cgroup_limits_apply module hands to the remediation lifecycle, apply.run) performs them and reads them back.
+Reading goes through a `read(path) -> str or None` callable so the logic runs the same on /sys/fs/cgroup and on
+a tree laid out like it.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import errno
 import os
+import pwd
 import re
+from typing import Any, Callable, Optional, Union
+
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
+
+Entry = dict[str, Any]  # normalize_entry(): one limits entry, validated
+Write = dict[str, Any]  # plan_limits(): {path, before, write, expect, what}
+Action = dict[str, Any]  # plan(): a mkdir, write or move
+Reader = Callable[[str], Optional[str]]  # read(path relative to the root) -> text, or None when unreadable
+Size = Union[int, str]  # bytes, or MAX
 
 V1 = "v1"
 V2 = "v2"
@@ -37,7 +49,7 @@ class CgroupError(ValueError):
     """Bad input or an unusable cgroup tree: one line naming the value and what is accepted."""
 
 
-def detect_version(root, wanted="auto"):
+def detect_version(root: str, wanted: str = "auto") -> str:
     """v2 when the root is a cgroup2 mount (cgroup.controllers at its top), v1 when it holds per-controller dirs."""
     if wanted in (V1, V2):
         return wanted
@@ -50,7 +62,7 @@ def detect_version(root, wanted="auto"):
     raise CgroupError("cgroup root %s is neither cgroup v2 (no cgroup.controllers) nor v1 (no memory/ or cpu/)" % root)
 
 
-def parse_size(value, what):
+def parse_size(value: Any, what: str) -> Size:
     """Bytes from an int, '512M', '2G', '1.5G' or 'max'."""
     if isinstance(value, bool):
         raise CgroupError("%s: %r is not a size (bytes, or a number with K/M/G/T, or 'max')" % (what, value))
@@ -70,7 +82,7 @@ def parse_size(value, what):
     return size
 
 
-def device_number(device):
+def device_number(device: Any) -> str:
     """'MAJ:MIN' from 'MAJ:MIN' or a block device path."""
     text = str(device)
     if _DEVICE.match(text):
@@ -78,11 +90,11 @@ def device_number(device):
     try:
         st = os.stat(text)
     except OSError:
-        raise CgroupError("io_max.device: %r is neither MAJ:MIN nor an existing block device" % (device,))
+        raise CgroupError("io_max.device: %r is neither MAJ:MIN nor an existing block device" % (device,)) from None
     return "%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev))
 
 
-def normalize_entry(entry, index=0):
+def normalize_entry(entry: Any, index: int = 0) -> Entry:
     """One limits entry validated, sizes in bytes, devices as MAJ:MIN."""
     where = "limits[%d]" % index
     if not isinstance(entry, dict):
@@ -106,7 +118,7 @@ def normalize_entry(entry, index=0):
     for rule in entry.get("io_max") or []:
         if not isinstance(rule, dict) or "device" not in rule or not set(rule) - {"device"} <= set(IO_KEYS) or len(rule) < 2:
             raise CgroupError("%s.io_max: %r must be {device, and some of %s}" % (where, rule, ", ".join(IO_KEYS)))
-        limits = {}
+        limits: dict[str, Size] = {}
         for key in IO_KEYS:
             if key in rule:
                 value = rule[key]
@@ -123,7 +135,7 @@ def normalize_entry(entry, index=0):
     return out
 
 
-def _cpu_percent(value, where):
+def _cpu_percent(value: Any, where: str) -> Union[float, str, None]:
     """A positive percentage of one CPU (numbers or numeric text), 'max', or None."""
     if value is None:
         return None
@@ -138,11 +150,11 @@ def _cpu_percent(value, where):
     return number
 
 
-def group_path(entry, parent):
+def group_path(entry: Entry, parent: str) -> str:
     return entry["cgroup"] or "%s/%s" % (parent.strip("/"), entry["name"])
 
 
-def controllers_for(entry):
+def controllers_for(entry: Entry) -> list[str]:
     needed = []
     if entry["cpu_percent"] is not None:
         needed.append("cpu")
@@ -153,18 +165,18 @@ def controllers_for(entry):
     return needed
 
 
-def _v1_dir(controller):
+def _v1_dir(controller: str) -> str:
     return {"io": "blkio"}.get(controller, controller)
 
 
 # ---- reading current values -------------------------------------------------------------------------------
 
-def _v2_size(text):
+def _v2_size(text: Optional[str]) -> Size:
     text = (text or "").strip()
     return MAX if text in ("", MAX) else int(text)
 
 
-def _v1_size(text):
+def _v1_size(text: Optional[str]) -> Size:
     text = (text or "").strip()
     if text in ("", "-1"):
         return MAX
@@ -172,7 +184,7 @@ def _v1_size(text):
     return MAX if value >= V1_UNLIMITED else value
 
 
-def parse_v2_io_max(text):
+def parse_v2_io_max(text: Optional[str]) -> dict[str, dict[str, Size]]:
     """io.max -> {"MAJ:MIN": {"rbps": int|'max', ...}}."""
     out = {}
     for line in (text or "").splitlines():
@@ -183,7 +195,7 @@ def parse_v2_io_max(text):
     return out
 
 
-def parse_v1_throttle(text):
+def parse_v1_throttle(text: Optional[str]) -> dict[str, int]:
     """blkio.throttle.*_device -> {"MAJ:MIN": int}."""
     out = {}
     for line in (text or "").splitlines():
@@ -193,11 +205,13 @@ def parse_v1_throttle(text):
     return out
 
 
-def cpu_quota(percent):
-    return MAX if percent == MAX else int(round(CPU_PERIOD_US * percent / 100.0))
+def cpu_quota(percent: Union[float, str]) -> Size:
+    if isinstance(percent, str):  # MAX: _cpu_percent() lets no other text through
+        return MAX
+    return int(round(CPU_PERIOD_US * percent / 100.0))
 
 
-def plan_limits(entry, version, parent, read):
+def plan_limits(entry: Entry, version: str, parent: str, read: Reader) -> list[Write]:
     """File writes that bring one entry's limits in place: [{path, before, write, expect, what}].
 
     `path` is relative to the cgroup root; `before`/`expect` are the comparable values read / wanted,
@@ -206,7 +220,7 @@ def plan_limits(entry, version, parent, read):
     group = group_path(entry, parent)
     writes = []
 
-    def want(path, before, write, expect, what):
+    def want(path: str, before: Any, write: str, expect: Any, what: str) -> None:
         if before != expect:
             writes.append({"path": path, "before": before, "write": write, "expect": expect, "what": what})
 
@@ -222,16 +236,16 @@ def plan_limits(entry, version, parent, read):
             value = "%s %d" % (cpu_quota(entry["cpu_percent"]), CPU_PERIOD_US)
             want(group + "/cpu.max", " ".join(current[:2]), value, value, "cpu.max")
         if entry["io_max"]:
-            current = parse_v2_io_max(read(group + "/io.max"))
+            io_current = parse_v2_io_max(read(group + "/io.max"))
             for rule in entry["io_max"]:
-                before = dict((k, current.get(rule["device"], {}).get(k, MAX)) for k in rule["limits"])
+                before = dict((k, io_current.get(rule["device"], {}).get(k, MAX)) for k in rule["limits"])
                 text = "%s %s" % (rule["device"], " ".join("%s=%s" % (k, rule["limits"][k]) for k in IO_KEYS if k in rule["limits"]))
                 want(group + "/io.max", {rule["device"]: before}, text, {rule["device"]: dict(rule["limits"])},
                      "io.max %s" % rule["device"])
         return writes
 
-    def page(value):
-        return value if value == MAX else value // PAGE * PAGE
+    def page(value: Size) -> Size:
+        return value if isinstance(value, str) else value // PAGE * PAGE  # a str is MAX
 
     if entry["memory_max"] is not None:
         path = "memory/%s/memory.limit_in_bytes" % group
@@ -252,14 +266,14 @@ def plan_limits(entry, version, parent, read):
     for rule in entry["io_max"]:
         for key, value in sorted(rule["limits"].items()):
             path = "blkio/%s/%s" % (group, V1_IO_FILES[key])
-            before = parse_v1_throttle(read(path)).get(rule["device"], MAX)
+            throttle: Size = parse_v1_throttle(read(path)).get(rule["device"], MAX)
             # Writing 0 removes a v1 throttle rule: that is "max".
-            want(path, before, "%s %s" % (rule["device"], 0 if value == MAX else value), value,
+            want(path, throttle, "%s %s" % (rule["device"], 0 if value == MAX else value), value,
                  "%s %s" % (V1_IO_FILES[key], rule["device"]))
     return writes
 
 
-def read_back(write, version, read):
+def read_back(write: Write, version: str, read: Reader) -> Any:
     """The comparable value of one planned write, read again (for verification)."""
     path, what = write["path"], write["what"]
     if version == V2:
@@ -277,27 +291,27 @@ def read_back(write, version, read):
     return _v1_size(read(path))
 
 
-def group_dirs(entry, version, parent):
+def group_dirs(entry: Entry, version: str, parent: str) -> list[str]:
     """Directories (relative to the root) the entry's cgroup lives in, parents first."""
     group = group_path(entry, parent)
     if version == V2:
         parts = group.split("/")
         return ["/".join(parts[:i + 1]) for i in range(len(parts))]
-    dirs = []
+    dirs: list[str] = []
     for controller in controllers_for(entry) or ["memory", "cpu"]:
         parts = group.split("/")
         dirs.extend("%s/%s" % (_v1_dir(controller), "/".join(parts[:i + 1])) for i in range(len(parts)))
     return dirs
 
 
-def v2_subtree_writes(entries, parent, read):
+def v2_subtree_writes(entries: list[Entry], parent: str, read: Reader) -> list[Write]:
     """cgroup.subtree_control writes enabling the entries' controllers from the root down to each group's parent.
 
     One write per directory, naming the union of what its descendants need: on a real cgroupfs '+x' adds and
     keeps the others, and writing all of them at once keeps a laid-out tree true as well.
     """
-    needs = {}
-    order = []
+    needs: dict[str, list[str]] = {}
+    order: list[str] = []
     for entry in entries:
         needed = controllers_for(entry)
         group = group_path(entry, parent).split("/")
@@ -326,14 +340,14 @@ def v2_subtree_writes(entries, parent, read):
     return writes
 
 
-def procs_files(entry, version, parent):
+def procs_files(entry: Entry, version: str, parent: str) -> list[str]:
     group = group_path(entry, parent)
     if version == V2:
         return [group + "/cgroup.procs"]
     return ["%s/%s/cgroup.procs" % (_v1_dir(c), group) for c in controllers_for(entry) or ["memory", "cpu"]]
 
 
-def matching_pids(entry, processes):
+def matching_pids(entry: Entry, processes: list[dict[str, Any]]) -> list[int]:
     """PIDs the entry moves: listed pids, processes by name (comm), processes of listed users (name or uid).
 
     processes: [{"pid", "comm", "uid", "user"}] as read from /proc.
@@ -347,7 +361,8 @@ def matching_pids(entry, processes):
     return sorted(p for p in wanted if p in alive)
 
 
-def limits_from_findings(findings, severity_limits, parent_name="noisy"):
+def limits_from_findings(findings: list[dict[str, Any]], severity_limits: Optional[dict[str, Any]],
+                         parent_name: str = "noisy") -> list[dict[str, Any]]:
     """Cluster-Helper's tier 1: noisy processes a check found, limited by severity.
 
     findings: [{"pid": int, "name": str, "severity": "warn"|"fail"}]; severity_limits: {"warn": {limits}, "fail": {...}}.
@@ -369,3 +384,176 @@ def limits_from_findings(findings, severity_limits, parent_name="noisy"):
     if unknown:
         raise CgroupError("findings: severity %r is not one of %s" % (unknown[0], ", ".join(SEVERITIES)))
     return entries
+
+
+# ---- the worker: the cgroup tree and /proc, for apply.run ---------------------------------------------------
+
+class Tree:
+    """Reads and writes under the cgroup root; every path is relative to it."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def path(self, rel: str) -> str:
+        return os.path.join(self.root, rel)
+
+    def read(self, rel: str) -> Optional[str]:
+        try:
+            with open(self.path(rel)) as handle:
+                return handle.read()
+        except OSError:
+            return None
+
+    def exists(self, rel: str) -> bool:
+        return os.path.isdir(self.path(rel))
+
+    def write(self, rel: str, text: str) -> None:
+        # cgroup files take one value per write(2); no temp file and rename: cgroupfs has neither.
+        with open(self.path(rel), "w") as handle:
+            handle.write(text)
+
+    def add_pid(self, rel: str, pid: int) -> None:
+        # Like `echo PID >> cgroup.procs`: cgroupfs moves the process, a plain file (a laid-out tree) keeps a list.
+        with open(self.path(rel), "a") as handle:
+            handle.write("%d\n" % pid)
+
+    def pids(self, rel: str) -> set[int]:
+        return {int(p) for p in (self.read(rel) or "").split()}
+
+
+def read_processes(proc: str = "/proc") -> list[dict[str, Any]]:
+    out = []
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, name, "comm")) as handle:
+                comm = handle.read().strip()
+            uid = os.stat(os.path.join(proc, name)).st_uid
+        except OSError:
+            continue  # gone meanwhile
+        try:
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            user = str(uid)
+        out.append({"pid": int(name), "comm": comm, "uid": uid, "user": user})
+    return out
+
+
+def plan(tree: Tree, version: str, parent: str, entries: list[Entry]) -> tuple[list[Action], list[dict[str, Any]]]:
+    """(actions, groups): mkdirs first (parents first), then controller enabling (v2), then limits and moves."""
+    needs_procs = any(e["processes"] or e["users"] for e in entries)
+    processes = read_processes() if needs_procs else [{"pid": p, "comm": "", "uid": -1, "user": ""}
+                                                      for e in entries for p in e["pids"] if os.path.exists("/proc/%d" % p)]
+    mkdirs: list[Action] = []
+    rest: list[Action] = []
+    groups = []
+    for entry in entries:
+        dirs = group_dirs(entry, version, parent)
+        if entry["cgroup"]:
+            missing = [d for d in dirs if not tree.exists(d)]
+            if missing:
+                raise CgroupError("cgroup %s does not exist (%s); name an existing cgroup or use name to create one"
+                                  % (entry["cgroup"], tree.path(missing[-1])))
+        mkdirs.extend({"action": "mkdir", "path": d} for d in dirs
+                      if not tree.exists(d) and d not in [m["path"] for m in mkdirs])
+        rest.extend(dict(w, action="write", after=w["expect"]) for w in plan_limits(entry, version, parent, tree.read))
+        pids = matching_pids(entry, processes)
+        for procs in procs_files(entry, version, parent):
+            moving = [p for p in pids if p not in tree.pids(procs)]
+            if moving:
+                rest.append({"action": "move", "path": procs, "pids": moving})
+        groups.append({"cgroup": group_path(entry, parent), "pids": pids})
+    enable = []
+    if version == V2:
+        enable = [dict(w, action="write", after=w["expect"]) for w in v2_subtree_writes(entries, parent, tree.read)]
+    return mkdirs + enable + rest, groups
+
+
+def public(action: Action) -> dict[str, Any]:
+    return {k: v for k, v in action.items() if k in ("action", "path", "before", "after", "pids")}
+
+
+class CgroupLimitsWorker(Worker):
+    """State: the cgroup tree (read on demand). Plan: {"actions": mkdir/write/move, "groups": what each entry holds}."""
+
+    name = "cgroup_limits"
+    errors = (CgroupError,)
+
+    def __init__(self, module: Any) -> None:
+        super().__init__(module)
+        self.tree = Tree(self.params["root"])
+        self.version = ""  # detected by plan()
+
+    def read(self) -> Tree:
+        return self.tree
+
+    def plan(self, tree: Tree) -> dict[str, Any]:
+        params = self.params
+        parent = params["parent"].strip("/")
+        if not parent or ".." in parent.split("/"):
+            raise CgroupError("parent: %r must be a path below the cgroup root, without '..'" % params["parent"])
+        self.version = detect_version(params["root"], params["version"])
+        raw = [{k: v for k, v in e.items() if v is not None} for e in params["limits"]]
+        raw += limits_from_findings(params["noisy_processes"], params["severity_limits"])
+        entries = [normalize_entry(e, i) for i, e in enumerate(raw)]
+        actions, groups = plan(tree, self.version, parent, entries)
+        return {"actions": actions, "groups": groups}
+
+    def changed(self, planned: dict[str, Any]) -> bool:
+        return bool(planned["actions"])
+
+    def apply(self, planned: dict[str, Any]) -> dict[str, Any]:
+        tree = self.tree
+        for action in planned["actions"]:
+            try:
+                if action["action"] == "mkdir":
+                    os.mkdir(tree.path(action["path"]))
+                elif action["action"] == "write":
+                    tree.write(action["path"], action["write"])
+                else:
+                    for pid in action["pids"]:
+                        try:
+                            tree.add_pid(action["path"], pid)
+                        except OSError as exc:
+                            if exc.errno != errno.ESRCH:  # a process that ended meanwhile needs no limit
+                                raise
+            except OSError as exc:
+                raise Failure("cgroup_limits: %s %s failed: %s" % (action["action"], tree.path(action["path"]), exc.strerror or exc),
+                              changed=True, diff=self.diff(planned, tree, tree), **self.result(planned, tree, tree, True)) from exc
+        return planned
+
+    def verify(self, planned: dict[str, Any], tree: Tree) -> list[str]:
+        problems = []
+        for action in planned["actions"]:
+            if action["action"] == "write" and action["what"] == "cgroup.subtree_control":
+                enabled = [c.lstrip("+") for c in (tree.read(action["path"]) or "").split()]
+                if any(c not in enabled for c in action["expect"]):
+                    problems.append("%s reads %r" % (action["path"], " ".join(enabled)))
+            elif action["action"] == "write":
+                read = read_back(action, self.version, tree.read)
+                if read != action["expect"]:
+                    problems.append("%s reads %r, not %r" % (action["path"], read, action["expect"]))
+            elif action["action"] == "move":
+                alive = [p for p in action["pids"] if os.path.exists("/proc/%d" % p)]
+                stray = [p for p in alive if p not in tree.pids(action["path"])]
+                if stray:
+                    problems.append("%s does not hold PIDs %s" % (action["path"], ", ".join(str(p) for p in stray)))
+        return problems
+
+    def diff(self, planned: dict[str, Any], before: Tree, after: Tree) -> dict[str, Any]:
+        """Per file the value before and after (per device for io.max and blkio), per directory, per PID move."""
+        diff: dict[str, dict[str, Any]] = {"before": {}, "after": {}}
+        for action in planned["actions"]:
+            if action["action"] == "mkdir":
+                diff["before"][action["path"]], diff["after"][action["path"]] = "(absent)", "(directory)"
+            elif action["action"] == "write":
+                # io.max and the blkio files hold one line per device: one diff key per device.
+                key = action["path"] + (" " + action["what"].split()[1] if " " in action["what"] else "")
+                diff["before"][key], diff["after"][key] = action["before"], action["after"]
+            else:
+                diff["before"][action["path"]], diff["after"][action["path"]] = "(PIDs not in it)", action["pids"]
+        return diff
+
+    def result(self, planned: dict[str, Any], before: Tree, after: Tree, applied: bool) -> dict[str, Any]:
+        return {"version": self.version, "changes": [public(a) for a in planned["actions"]], "groups": planned["groups"]}

@@ -3,12 +3,24 @@
 
 """GPU settings through nvidia-smi: read the state, plan the commands for what differs, verify.
 
-Pure functions over `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` text; the
-gpu_settings_apply module runs the commands.
+Pure functions over `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` text, and at the end the
+GpuSettingsWorker that the gpu_settings_apply module hands to the remediation lifecycle (apply.run).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
+
+import json
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
+
+Row = dict[str, Any]  # one nvidia-smi csv row by key
+Gpu = dict[str, Any]  # parse_state(): one GPU's settings
+Change = dict[str, Any]  # plan(): {index, uuid, setting, before, after, args}
 
 # (query field, key in our state dict)
 QUERY_FIELDS = (
@@ -39,11 +51,11 @@ class GpuSettingsError(ValueError):
     """Bad input or unreadable state: one line naming the value and what is accepted."""
 
 
-def query_args(fields):
+def query_args(fields: Sequence[str]) -> list[str]:
     return ["--query-gpu=%s" % ",".join(fields), "--format=csv,noheader,nounits"]
 
 
-def parse_csv(text, keys):
+def parse_csv(text: str, keys: Sequence[str]) -> list[Row]:
     """nvidia-smi csv,noheader,nounits rows -> list of dicts; '[N/A]'/'[Not Supported]' become None."""
     rows = []
     for line in text.splitlines():
@@ -56,7 +68,7 @@ def parse_csv(text, keys):
     return rows
 
 
-def parse_state(text):
+def parse_state(text: str) -> list[Gpu]:
     """The settings of every GPU, numbers as numbers."""
     gpus = parse_csv(text, [key for _field, key in QUERY_FIELDS])
     for gpu in gpus:
@@ -66,11 +78,11 @@ def parse_state(text):
                 try:
                     gpu[key] = float(gpu[key]) if key.startswith("power") else int(float(gpu[key]))
                 except ValueError:
-                    raise GpuSettingsError("nvidia-smi printed %s=%r for GPU %d, not a number" % (key, gpu[key], gpu["index"]))
+                    raise GpuSettingsError("nvidia-smi printed %s=%r for GPU %d, not a number" % (key, gpu[key], gpu["index"])) from None
     return gpus
 
 
-def select(gpus, wanted):
+def select(gpus: list[Gpu], wanted: Sequence[Any]) -> list[Gpu]:
     """GPUs named by index, UUID or PCI bus id; all GPUs when none is named."""
     if not wanted:
         return list(gpus)
@@ -86,7 +98,7 @@ def select(gpus, wanted):
     return chosen
 
 
-def validate(desired):
+def validate(desired: dict[str, Any]) -> None:
     """desired: {setting: value or None}; None means leave as it is."""
     unknown = sorted(set(desired) - set(SETTINGS))
     if unknown:
@@ -109,11 +121,11 @@ def validate(desired):
         raise GpuSettingsError("power_limit: %r is not a positive number of watts" % (power,))
 
 
-def _on_off(flag):
+def _on_off(flag: bool) -> str:
     return "Enabled" if flag else "Disabled"
 
 
-def plan(gpus, desired, locked_record=None):
+def plan(gpus: list[Gpu], desired: dict[str, Any], locked_record: Optional[dict[str, Any]] = None) -> list[Change]:
     """Changes needed on the given GPUs: [{index, uuid, setting, before, after, args}] (args without the binary).
 
     locked_record: {uuid: {"min", "max"}} of the locked clocks hydra set earlier, since neither nvidia-smi nor NVML
@@ -125,7 +137,7 @@ def plan(gpus, desired, locked_record=None):
     for gpu in gpus:
         index = str(gpu["index"])
 
-        def change(setting, before, after, args, gpu=gpu):
+        def change(setting: str, before: Any, after: Any, args: list[str], gpu: Gpu = gpu) -> None:
             changes.append({"index": gpu["index"], "uuid": gpu["uuid"], "setting": setting,
                             "before": before, "after": after, "args": ["-i", str(gpu["index"])] + args})
 
@@ -151,9 +163,9 @@ def plan(gpus, desired, locked_record=None):
                 change("application_clocks", before, dict(clocks), ["-ac", "%d,%d" % (clocks["memory"], clocks["graphics"])])
         locked = desired.get("locked_clocks")
         if locked is not None:
-            before = locked_record.get(gpu["uuid"])
-            if before != locked:
-                change("locked_clocks", before, dict(locked), ["-lgc", "%d,%d" % (locked["min"], locked["max"])])
+            recorded = locked_record.get(gpu["uuid"])
+            if recorded != locked:
+                change("locked_clocks", recorded, dict(locked), ["-lgc", "%d,%d" % (locked["min"], locked["max"])])
         mode = desired.get("compute_mode")
         if mode is not None and gpu["compute_mode"] != COMPUTE_MODES[mode]:
             change("compute_mode", gpu["compute_mode"], COMPUTE_MODES[mode], ["-c", COMPUTE_MODE_ARGS[mode]])
@@ -167,14 +179,14 @@ def plan(gpus, desired, locked_record=None):
     return changes
 
 
-def reboot_required(gpus, desired):
+def reboot_required(gpus: list[Gpu], desired: dict[str, Any]) -> list[int]:
     """GPUs whose ECC mode waits for a GPU reset or reboot to take effect (pending differs from current)."""
     if desired.get("ecc_mode") is None:
         return []
     return [g["index"] for g in gpus if g["ecc_mode_pending"] is not None and g["ecc_mode_pending"] != g["ecc_mode_current"]]
 
 
-def unverified(changes, gpus_after, locked_record=None):
+def unverified(changes: list[Change], gpus_after: list[Gpu], locked_record: Optional[dict[str, Any]] = None) -> list[tuple[int, str, Any]]:
     """Changes the state read afterwards does not show: [(index, setting, what was read)]."""
     by_uuid = dict((g["uuid"], g) for g in gpus_after)
     problems = []
@@ -197,7 +209,7 @@ def unverified(changes, gpus_after, locked_record=None):
     return problems
 
 
-def view(gpus, locked_record=None):
+def view(gpus: list[Gpu], locked_record: Optional[dict[str, Any]] = None) -> dict[str, dict[str, Any]]:
     """The settings per GPU, as shown in a diff: {"gpu0": {...}}."""
     out = {}
     for gpu in gpus:
@@ -212,7 +224,7 @@ def view(gpus, locked_record=None):
     return out
 
 
-def predicted(gpus, changes):
+def predicted(gpus: list[Gpu], changes: list[Change]) -> list[Gpu]:
     """The state after the changes, for check mode's diff."""
     after = [dict(g) for g in gpus]
     by_uuid = dict((g["uuid"], g) for g in after)
@@ -226,3 +238,74 @@ def predicted(gpus, changes):
         elif entry["setting"] != "locked_clocks":
             gpu[entry["setting"]] = entry["after"]
     return after
+
+
+# ---- the worker: nvidia-smi and the locked clocks record, for apply.run -----------------------------------------
+
+def read_record(path: str) -> dict[str, Any]:
+    """The locked clocks set earlier; a missing or damaged record only means they are set once more."""
+    try:
+        with open(path) as handle:
+            record = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def write_record(path: str, record: dict[str, Any]) -> None:
+    write_atomic(path, json.dumps(record, sort_keys=True))
+
+
+class GpuSettingsWorker(Worker):
+    """State: {"gpus": the selected GPUs' settings, "record": the locked clocks record}. Plan: the changes."""
+
+    name = "gpu_settings"
+    errors = (GpuSettingsError,)
+
+    def __init__(self, module: Any) -> None:
+        super().__init__(module)
+        self.desired = {name: self.params[name] for name in SETTINGS}
+        self.record_path: str = self.params["locked_clocks_record"]
+        self.record = read_record(self.record_path)
+        self.smi = NvidiaSmiCli(module)
+
+    def read_gpus(self) -> list[Gpu]:
+        return parse_state(self.smi.call(query_args([field for field, _key in QUERY_FIELDS])))
+
+    def read(self) -> dict[str, Any]:
+        return {"gpus": select(self.read_gpus(), self.params["gpus"]), "record": dict(self.record)}
+
+    def plan(self, before: dict[str, Any]) -> list[Change]:
+        return plan(before["gpus"], self.desired, before["record"])
+
+    def predict(self, before: dict[str, Any], changes: list[Change]) -> dict[str, Any]:
+        record = dict(before["record"])
+        record.update((c["uuid"], c["after"]) for c in changes if c["setting"] == "locked_clocks")
+        return {"gpus": predicted(before["gpus"], changes), "record": record}
+
+    def apply(self, changes: list[Change]) -> list[Change]:
+        for entry in changes:
+            self.smi.call(entry["args"])
+            if entry["setting"] == "locked_clocks":
+                self.record[entry["uuid"]] = entry["after"]
+                try:
+                    write_record(self.record_path, self.record)
+                except OSError as exc:
+                    raise Failure("locked_clocks_record: cannot write %s (%s); the clocks are set, the record is not"
+                                  % (self.record_path, exc.strerror or exc), changes=changes) from exc
+        return changes
+
+    def read_back(self, before: dict[str, Any]) -> dict[str, Any]:
+        uuids = {g["uuid"] for g in before["gpus"]}
+        return {"gpus": [g for g in self.read_gpus() if g["uuid"] in uuids], "record": dict(self.record)}
+
+    def verify(self, changes: list[Change], after: dict[str, Any]) -> list[str]:
+        return ["GPU %s %s reads %r" % problem for problem in unverified(changes, after["gpus"], after["record"])]
+
+    def view(self, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return view(state["gpus"], state["record"])
+
+    def result(self, changes: list[Change], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
+        pending = reboot_required(after["gpus"], self.desired)
+        return {"changes": changes, "gpus": self.view(after if applied else before), "reboot_required": bool(pending),
+                "reboot_required_gpus": pending}

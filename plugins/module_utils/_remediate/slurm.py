@@ -3,14 +3,19 @@
 
 """The SLURM partition gate: parse node states, plan drains and resumes, judge the brake.
 
-Everything here is a pure function; the slurm_gate_apply module does the I/O.
+Pure functions, and at the end the SlurmGateWorker that the slurm_gate_apply module hands to the remediation
+lifecycle (apply.run), which does the I/O through scontrol.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import os
 import re
+from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED as ERROR
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAILED, HEALTHY, UNREACHABLE, WARNING
 
@@ -25,9 +30,10 @@ OUTCOMES = (HEALTHY, WARNING, FAILED, ERROR, UNREACHABLE, UNKNOWN)
 DRAINABLE_OUTCOMES = (FAILED, ERROR, WARNING)
 UNREACHABLE_POLICIES = ("ignore", "drain")
 
-DEFAULT_POLICY = {
+# The policy key UNREACHABLE (the option of that name) says what to do with the nodes of unreachable hosts.
+DEFAULT_POLICY: dict[str, Any] = {
     "drain_on": [FAILED, ERROR],
-    "unreachable": "ignore",
+    UNREACHABLE: "ignore",
     "max_fraction": 0.25,
     "max_count": 10,
     "node_names": {},
@@ -39,11 +45,15 @@ _STATE = re.compile(r"\sState=(\S+)")
 _REASON = re.compile(r"\sReason=(.*?)(?: \[[^\[\]@]*@[^\[\]]*\])?\s*$")
 
 
+Node = dict[str, Any]  # parse_show_node(): {state, flags, drained, reason}
+GatePlan = dict[str, Any]  # plan(): {drain, resume, leave, brake}
+
+
 class GateInputError(ValueError):
     """Bad gate input: one line naming the bad value and what is accepted."""
 
 
-def parse_show_node(text):
+def parse_show_node(text: str) -> dict[str, Node]:
     """`scontrol show node -o` text -> {node: {"state", "flags", "drained", "reason"}}.
 
     22.05 has no `scontrol --json`; one line per node, with State=BASE+FLAG+FLAG and Reason= last.
@@ -66,17 +76,17 @@ def parse_show_node(text):
     return nodes
 
 
-def is_hydra_reason(reason):
-    return bool(reason) and reason.startswith(REASON_PREFIX)
+def is_hydra_reason(reason: Optional[str]) -> bool:
+    return reason is not None and reason.startswith(REASON_PREFIX)
 
 
-def drain_reason(check_ids):
+def drain_reason(check_ids: list[str]) -> str:
     """`hydra: id1,id2` cut to MAX_REASON_CHARS, saying how many ids were left out."""
     ids = sorted(set(check_ids)) or ["no failing check id reported"]
     reason = "%s %s" % (REASON_PREFIX, ",".join(ids))
     if len(reason) <= MAX_REASON_CHARS:
         return reason
-    kept = []
+    kept: list[str] = []
     for index, check_id in enumerate(ids):
         suffix = " +%d more" % (len(ids) - index - 1) if index < len(ids) - 1 else ""
         candidate = "%s %s%s" % (REASON_PREFIX, ",".join(kept + [check_id]), suffix)
@@ -86,7 +96,7 @@ def drain_reason(check_ids):
     return "%s %s +%d more" % (REASON_PREFIX, ",".join(kept), len(ids) - len(kept))
 
 
-def normalize_policy(policy):
+def normalize_policy(policy: Optional[dict[str, Any]]) -> dict[str, Any]:
     """Policy with defaults filled in; GateInputError naming the first bad value."""
     merged = dict(DEFAULT_POLICY)
     merged.update(dict((k, v) for k, v in (policy or {}).items() if v is not None))
@@ -98,9 +108,9 @@ def normalize_policy(policy):
     if bad:
         raise GateInputError("drain_on: %r is not a doctor outcome that can drain; accepted: %s"
                              % (bad[0], ", ".join(DRAINABLE_OUTCOMES)))
-    if merged["unreachable"] not in UNREACHABLE_POLICIES:
-        raise GateInputError("unreachable: %r is not a policy; accepted: %s"
-                             % (merged["unreachable"], ", ".join(UNREACHABLE_POLICIES)))
+    if merged[UNREACHABLE] not in UNREACHABLE_POLICIES:
+        raise GateInputError("%s: %r is not a policy; accepted: %s"
+                             % (UNREACHABLE, merged[UNREACHABLE], ", ".join(UNREACHABLE_POLICIES)))
     fraction = merged["max_fraction"]
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
         raise GateInputError("max_fraction: %r is not a fraction between 0 and 1" % (fraction,))
@@ -112,7 +122,7 @@ def normalize_policy(policy):
     return merged
 
 
-def _validate_outcomes(outcomes):
+def _validate_outcomes(outcomes: Any) -> None:
     if not isinstance(outcomes, dict):
         raise GateInputError("outcomes: %r is not a mapping of host to doctor outcome" % (outcomes,))
     for host, outcome in outcomes.items():
@@ -121,7 +131,7 @@ def _validate_outcomes(outcomes):
             raise GateInputError("outcomes.%s.status: %r is not one of %s" % (host, status, ", ".join(OUTCOMES)))
 
 
-def plan(outcomes, nodes, policy=None):
+def plan(outcomes: dict[str, Any], nodes: dict[str, Node], policy: Optional[dict[str, Any]] = None) -> GatePlan:
     """What the gate would do. Pure: outcomes x SLURM node states x policy -> plan.
 
     outcomes: {inventory_host: {"status": one of OUTCOMES, "failing_checks": [ids], "message": str}}
@@ -145,7 +155,7 @@ def plan(outcomes, nodes, policy=None):
         current = nodes[node]
         reason = current["reason"]
         failing = sorted(set(outcome.get("failing_checks") or []))
-        wants_drain = status in policy["drain_on"] or (status == UNREACHABLE and policy["unreachable"] == "drain")
+        wants_drain = status in policy["drain_on"] or (status == UNREACHABLE and policy[UNREACHABLE] == "drain")
         if wants_drain:
             new_reason = UNREACHABLE_REASON if status == UNREACHABLE else drain_reason(failing)
             if current["drained"]:
@@ -170,7 +180,7 @@ def plan(outcomes, nodes, policy=None):
     return {"drain": drain, "resume": resume, "leave": leave, "brake": brake(len(drain), judged, policy)}
 
 
-def brake(drain_count, node_count, policy):
+def brake(drain_count: int, node_count: int, policy: dict[str, Any]) -> dict[str, Any]:
     """Tripped when this run would drain more than max_count nodes or more than max_fraction of the judged nodes."""
     fraction = (float(drain_count) / node_count) if node_count else 0.0
     why = None
@@ -183,7 +193,7 @@ def brake(drain_count, node_count, policy):
             "max_count": policy["max_count"], "max_fraction": policy["max_fraction"]}
 
 
-def plan_lines(gate_plan):
+def plan_lines(gate_plan: GatePlan) -> list[str]:
     """The plan as one line per node, for people reading a check-mode run."""
     lines = []
     if gate_plan["brake"]["tripped"]:
@@ -194,16 +204,16 @@ def plan_lines(gate_plan):
     return lines
 
 
-def drain_args(node, reason):
+def drain_args(node: str, reason: str) -> list[str]:
     """scontrol arguments that drain one node (an argument list: the reason needs no quoting)."""
     return ["update", "nodename=%s" % node, "state=drain", "reason=%s" % reason]
 
 
-def resume_args(node):
+def resume_args(node: str) -> list[str]:
     return ["update", "nodename=%s" % node, "state=resume"]
 
 
-def unverified(gate_plan, nodes_after):
+def unverified(gate_plan: GatePlan, nodes_after: dict[str, Node]) -> list[tuple[str, str]]:
     """Nodes whose state after the run is not what the plan did: [(node, what is wrong)]."""
     problems = []
     for entry in gate_plan["drain"]:
@@ -215,3 +225,92 @@ def unverified(gate_plan, nodes_after):
         if not after or after["drained"]:
             problems.append((entry["node"], "still drained (state %s)" % (after or {}).get("state")))
     return problems
+
+
+# ---- the worker: scontrol, for apply.run --------------------------------------------------------------------
+
+def predicted(gate_plan: GatePlan, before: dict[str, Node]) -> dict[str, Node]:
+    """Node states as the plan leaves them, for check mode's diff."""
+    after = {name: dict(state) for name, state in before.items()}
+    for entry in gate_plan["drain"]:
+        after[entry["node"]].update(state=after[entry["node"]]["state"] + "+DRAIN", drained=True, reason=entry["reason"])
+    for entry in gate_plan["resume"]:
+        base = after[entry["node"]]["state"].split("+")[0]
+        after[entry["node"]].update(state=base, drained=False, reason=None)
+    return after
+
+
+def diff_of(gate_plan: GatePlan, before: dict[str, Node], after: dict[str, Node]) -> dict[str, Any]:
+    """State and reason, before and after, of every node the plan drains or resumes."""
+    def view(nodes: dict[str, Node], node: str) -> dict[str, Any]:
+        state = nodes.get(node) or {}
+        return {"state": state.get("state"), "reason": state.get("reason")}
+    touched = [e["node"] for e in gate_plan["drain"] + gate_plan["resume"]]
+    return {"before": {n: view(before, n) for n in touched}, "after": {n: view(after, n) for n in touched}}
+
+
+class SlurmGateWorker(Worker):
+    """State: parse_show_node() of every node. Plan: plan() of the outcomes given; a tripped brake refuses."""
+
+    name = "slurm_gate"
+    errors = (GateInputError,)
+    # After `state=resume` slurmctld reports IDLE+NOT_RESPONDING for about a second; the DRAIN flag is gone at once,
+    # but a few reads are allowed before calling the change unverified.
+    verify_reads = 10
+    verify_pause_s = 0.5
+
+    def __init__(self, module: Any) -> None:
+        super().__init__(module)
+        params = self.params
+        if params["slurm_conf"] and not os.path.isfile(params["slurm_conf"]):
+            raise Failure("slurm_conf: %s is not a file" % params["slurm_conf"])
+        self.policy = {key: params[key] for key in DEFAULT_POLICY}
+        scontrol = command.find_binary("scontrol", params["scontrol_path"])
+        if not scontrol:
+            raise Failure("scontrol: not found (%s); install the SLURM client or set scontrol_path"
+                          % (params["scontrol_path"] or "not on PATH"))
+        self.scontrol: str = scontrol
+        self.env = {"SLURM_CONF": params["slurm_conf"]} if params["slurm_conf"] else {}
+        self.timeout: int = params["timeout"]
+
+    def scontrol_call(self, args: list[str]) -> str:
+        argv = [self.scontrol] + args
+        try:
+            rc, out, err = command.run(argv, self.timeout, env=self.env)
+        except (command.ProbeError, command.ProbeAbsent) as exc:
+            raise Failure(str(exc)) from exc
+        if rc != 0:
+            raise Failure("%s failed (rc %d): %s" % (" ".join(argv), rc, (err or out).strip()), rc=rc)
+        return out
+
+    def read(self) -> dict[str, Node]:
+        return parse_show_node(self.scontrol_call(["show", "node", "-o"]))
+
+    def plan(self, before: dict[str, Node]) -> GatePlan:
+        gate_plan = plan(self.params["outcomes"], before, self.policy)
+        if gate_plan["brake"]["tripped"]:
+            raise Failure("slurm_gate brake: %s; nothing was changed" % gate_plan["brake"]["why"],
+                          plan=gate_plan, plan_lines=plan_lines(gate_plan), changed=False)
+        return gate_plan
+
+    def changed(self, gate_plan: GatePlan) -> bool:
+        return bool(gate_plan["drain"] or gate_plan["resume"])
+
+    def apply(self, gate_plan: GatePlan) -> GatePlan:
+        for entry in gate_plan["drain"]:
+            self.scontrol_call(drain_args(entry["node"], entry["reason"]))
+        for entry in gate_plan["resume"]:
+            self.scontrol_call(resume_args(entry["node"]))
+        return gate_plan
+
+    def verify(self, gate_plan: GatePlan, after: dict[str, Node]) -> list[str]:
+        return ["%s %s" % problem for problem in unverified(gate_plan, after)]
+
+    def predict(self, before: dict[str, Node], gate_plan: GatePlan) -> dict[str, Node]:
+        return predicted(gate_plan, before)
+
+    def diff(self, gate_plan: GatePlan, before: dict[str, Node], after: dict[str, Node]) -> dict[str, Any]:
+        return diff_of(gate_plan, before, after)
+
+    def result(self, gate_plan: GatePlan, before: dict[str, Node], after: dict[str, Node], applied: bool) -> dict[str, Any]:
+        return {"plan": gate_plan, "plan_lines": plan_lines(gate_plan), "nodes": after if applied else before}

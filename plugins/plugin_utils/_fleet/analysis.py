@@ -12,6 +12,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import contextlib
 import gc
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history as history_mod
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import DEFAULT_METRIC, plan_batches
@@ -20,14 +22,15 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.classes imp
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import analyse_drift
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.env_drift import environment_drift
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts import host_facts
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_records
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, OPTIONAL_STATUSES
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers, gpu_records
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers
 
 GPU_IDENTITY = ("uuid", "pci_bus_id", "memory_total_mib")
 
 
 @contextlib.contextmanager
-def cyclic_gc_paused():
+def cyclic_gc_paused() -> Iterator[None]:
     """Pause Python's cyclic garbage collector for the end-of-play work, then restore it.
 
     The analysis and the renderers allocate millions of small objects next to the run's host results; every
@@ -47,8 +50,10 @@ def cyclic_gc_paused():
 class AnalysisOptions:
     """What the callback's settings ask of the analysis."""
 
-    def __init__(self, class_groups=(), host_groups=None, expected=None, straggler_rule=None, batch=None,
-                 history=None, history_rule=None, problems=()):
+    def __init__(self, class_groups: Iterable[str] = (), host_groups: Optional[Mapping[str, Iterable[str]]] = None,
+                 expected: Optional[dict[str, Any]] = None, straggler_rule: Optional[Mapping[str, float]] = None,
+                 batch: Optional[Mapping[str, Any]] = None, history: Optional[Iterable[Mapping[str, Any]]] = None,
+                 history_rule: Optional[Mapping[str, float]] = None, problems: Iterable[str] = ()) -> None:
         self.class_groups = list(class_groups or ())
         self.host_groups = host_groups or {}
         self.expected = expected            # parsed expected-versions file (drift.parse_expected) or None
@@ -57,10 +62,10 @@ class AnalysisOptions:
         self.history = history              # iterable of earlier snapshots, oldest first; None: no history
         self.history_rule = history_rule
         self.problems = list(problems)      # one-line problems found on the way (bad settings, unreadable files)
-        self.current_snapshot = None        # set by analyse(): this run's history snapshot, for the caller to save
+        self.current_snapshot: Optional[dict[str, Any]] = None        # set by analyse(): this run's history snapshot, for the caller to save
 
 
-def _class_summaries(classes, hosts):
+def _class_summaries(classes: dict[str, Any], hosts: Mapping[str, Any]) -> dict[str, Any]:
     statuses = HOST_STATUSES + OPTIONAL_STATUSES
     for info in classes.values():
         counts = dict((s, 0) for s in statuses)
@@ -70,7 +75,7 @@ def _class_summaries(classes, hosts):
     return classes
 
 
-def _name_profiled_gpus(entry):
+def _name_profiled_gpus(entry: Mapping[str, Any]) -> None:
     """A profile may name its GPUs by index only; doctor's environment of the same host has their UUID (which
     history follows) and memory (which bounds the batch plan): copy them over."""
     known = dict((g.get("index"), g) for g in ((entry.get("doctor") or {}).get("environment") or {}).get("gpus") or []
@@ -82,7 +87,7 @@ def _name_profiled_gpus(entry):
                 gpu[key] = same[key]
 
 
-def analyse(report, options=None):
+def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -> dict[str, Any]:
     """Add ``analysis`` (and each host's ``class``) to the report; returns the report."""
     options = options or AnalysisOptions()
     hosts = report["hosts"]
@@ -96,7 +101,7 @@ def analyse(report, options=None):
         entry["class"] = host_class.get(host)
     profiles = dict((host, entry["profile"]) for host, entry in hosts.items() if isinstance(entry.get("profile"), dict))
     manifests = dict((host, entry["env_setup"]) for host, entry in hosts.items() if isinstance(entry.get("env_setup"), dict))
-    analysis = {
+    analysis: dict[str, Any] = {
         "classes": _class_summaries(classes, hosts),
         "unclassified": sorted(h for h, c in host_class.items() if c is None),
         "drift": drift,

@@ -21,31 +21,36 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import heapq
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import lower_is_better, number
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import gpu_figures, host_figures
+from ansible_collections.continuum.hydra.plugins.module_utils._status import HEALTHY, WARNING
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better, number
+
+# One planned GPU: (host, index, uuid, name, memory_total_mib, throughput).
+PlannedGpu = tuple[str, Any, Optional[str], Optional[str], Optional[float], float]
 
 PLAN_KIND = "continuum.hydra.batch_plan"
 PLAN_SCHEMA_VERSION = "1.0.0"
 DEFAULT_METRIC = "bf16_tflops"
 MEMORY_HEADROOM = 0.9  # activations aside, the allocator and CUDA context need the rest
-ELIGIBLE = ("healthy", "warning")
+ELIGIBLE = (HEALTHY, WARNING)
 
 
 class BatchPlanError(ValueError):
     """The plan cannot be made: one line naming the bad value and what is accepted."""
 
 
-def _throughput(value, lower_better):
+def _throughput(value: object, lower_better: bool) -> Optional[float]:
     value = number(value)
     if value is None or value <= 0:
         return None
     return 1.0 / value if lower_better else value
 
 
-def _gpus_of(host, summary, metric, lower_better):
+def _gpus_of(host: str, summary: Optional[Mapping[str, Any]], metric: str, lower_better: bool) -> tuple[Optional[list[PlannedGpu]], Optional[str]]:
     """[(host, index, uuid, name, memory_mib, throughput)] of one host, or a reason it takes no part."""
-    gpus = [g for g in (summary or {}).get("gpus") or [] if isinstance(g, dict)]
+    gpus = gpu_records(summary)
     if not gpus:
         return None, "no GPUs in its profile"
     host_value = _throughput(host_figures(summary).get(metric), lower_better)
@@ -61,71 +66,79 @@ def _gpus_of(host, summary, metric, lower_better):
     return out, None
 
 
-def _caps(gpus, memory_per_sample_mib):
+def _caps(gpus: Sequence[PlannedGpu], memory_per_sample_mib: Optional[float]) -> list[Optional[int]]:
     if not memory_per_sample_mib:
         return [None] * len(gpus)
     return [int(math.floor(g[4] * MEMORY_HEADROOM / memory_per_sample_mib)) if g[4] else None for g in gpus]
 
 
-def _proportional(throughputs, caps, total):
+def _known(caps: Sequence[Optional[int]]) -> dict[int, int]:
+    """{position: cap} of the GPUs whose batch memory bounds."""
+    return {i: cap for i, cap in enumerate(caps) if cap is not None}
+
+
+def _proportional(throughputs: Sequence[float], caps: Sequence[Optional[int]], total: int) -> list[float]:
     """Real-valued batches in [1, cap] proportional to throughput where no bound binds, summing to total."""
     n = len(throughputs)
-    fixed = {}
+    capped = _known(caps)
+    fixed: dict[int, float] = {}
     while True:
         free = [i for i in range(n) if i not in fixed]
         if not free:
             break
         remaining = total - sum(fixed.values())
         scale = remaining / sum(throughputs[i] for i in free)
-        over = [i for i in free if caps[i] is not None and scale * throughputs[i] > caps[i]]
+        over = [i for i in free if i in capped and scale * throughputs[i] > capped[i]]
         under = [] if over else [i for i in free if scale * throughputs[i] < 1]
         if not over and not under:
             return [fixed[i] if i in fixed else scale * throughputs[i] for i in range(n)]
         for i in over:
-            fixed[i] = caps[i]
+            fixed[i] = capped[i]
         for i in under:
             fixed[i] = 1
     return [fixed[i] for i in range(n)]
 
 
-def _integers(real, caps, throughputs, total):
+def _integers(real: Sequence[float], caps: Sequence[Optional[int]], throughputs: Sequence[float], total: int) -> list[int]:
     """Round down, then give each leftover sample to the GPU that would still finish first with it: the step
     waits for the slowest rank, so this keeps the maximum of batch / throughput as low as rounding allows."""
+    capped = _known(caps)
     batches = [max(1, int(math.floor(x + 1e-9))) for x in real]
-    room = [(float(b + 1) / t, i) for i, (b, t) in enumerate(zip(batches, throughputs)) if caps[i] is None or b < caps[i]]
+    room = [(float(b + 1) / t, i) for i, (b, t) in enumerate(zip(batches, throughputs)) if i not in capped or b < capped[i]]
     heapq.heapify(room)
-    for dummy in range(total - sum(batches)):
-        dummy, i = heapq.heappop(room)
+    for _ in range(total - sum(batches)):
+        _, i = heapq.heappop(room)
         batches[i] += 1
-        if caps[i] is None or batches[i] < caps[i]:
+        if i not in capped or batches[i] < capped[i]:
             heapq.heappush(room, (float(batches[i] + 1) / throughputs[i], i))
     return batches
 
 
-def _uniform(throughputs, total):
+def _uniform(throughputs: Sequence[float], total: int) -> list[int]:
     """Uniform batching as well as it can be done: B // n samples each, the remainder one each to the fastest GPUs."""
     base, extra = divmod(total, len(throughputs))
     fastest = set(sorted(range(len(throughputs)), key=lambda i: (-throughputs[i], i))[:extra])
     return [base + (1 if i in fastest else 0) for i in range(len(throughputs))]
 
 
-def validate(global_batch_size, memory_per_sample_mib):
+def validate(global_batch_size: object, memory_per_sample_mib: Any) -> None:
     if isinstance(global_batch_size, bool) or not isinstance(global_batch_size, int) or global_batch_size < 1:
         raise BatchPlanError("batch_global_size: %r is not a positive integer number of samples" % (global_batch_size,))
     if memory_per_sample_mib is not None and (number(memory_per_sample_mib) is None or memory_per_sample_mib <= 0):
         raise BatchPlanError("batch_memory_per_sample_mib: %r is not a positive number of MiB" % (memory_per_sample_mib,))
 
 
-def plan_batches(profiles, host_status, global_batch_size, memory_per_sample_mib=None, metric=DEFAULT_METRIC,
-                 generated_at=None):
+def plan_batches(profiles: Mapping[str, Any], host_status: Mapping[str, str], global_batch_size: int,
+                 memory_per_sample_mib: Optional[float] = None, metric: str = DEFAULT_METRIC,
+                 generated_at: Optional[str] = None) -> dict[str, Any]:
     """The plan dict. Problems that make a plan impossible are its ``error`` (one line), with no hosts."""
     validate(global_batch_size, memory_per_sample_mib)
     lower_better = lower_is_better(metric)
-    plan = {"schema_version": PLAN_SCHEMA_VERSION, "kind": PLAN_KIND, "generated_at": generated_at,
+    plan: dict[str, Any] = {"schema_version": PLAN_SCHEMA_VERSION, "kind": PLAN_KIND, "generated_at": generated_at,
             "global_batch_size": global_batch_size, "memory_per_sample_mib": memory_per_sample_mib, "metric": metric,
             "memory_headroom": MEMORY_HEADROOM, "error": None, "hosts": {}, "excluded_hosts": {}, "gpus_planned": 0,
             "uniform": None, "expected_step_time_gain": None, "expected_speedup": None}
-    gpus = []
+    gpus: list[PlannedGpu] = []
     for host in sorted(host_status):
         if host_status[host] not in ELIGIBLE:
             plan["excluded_hosts"][host] = "status %s" % host_status[host]
@@ -137,7 +150,7 @@ def plan_batches(profiles, host_status, global_batch_size, memory_per_sample_mib
         if reason:
             plan["excluded_hosts"][host] = reason
         else:
-            gpus.extend(found)
+            gpus.extend(found or [])
     if not gpus:
         plan["error"] = "no GPU with a %s figure on a healthy or warning host: nothing to plan" % metric
         return plan
@@ -146,21 +159,22 @@ def plan_batches(profiles, host_status, global_batch_size, memory_per_sample_mib
         plan["error"] = "batch_global_size %d is smaller than the %d GPUs planned: each needs at least 1 sample" % (
             global_batch_size, len(gpus))
         return plan
-    if any(c is not None and c < 1 for c in caps):
-        worst = min(i for i in range(len(gpus)) if caps[i] is not None and caps[i] < 1)
+    capped = _known(caps)
+    if any(c < 1 for c in capped.values()):
+        worst = min(i for i, c in capped.items() if c < 1)
         plan["error"] = "one sample of %s MiB does not fit in GPU %s of %s (%s MiB x %.1f)" % (
             memory_per_sample_mib, gpus[worst][1], gpus[worst][0], gpus[worst][4], MEMORY_HEADROOM)
         return plan
-    if all(c is not None for c in caps) and sum(caps) < global_batch_size:
+    if len(capped) == len(caps) and sum(capped.values()) < global_batch_size:
         plan["error"] = "batch_global_size %d does not fit: the planned GPUs hold at most %d samples of %s MiB" % (
-            global_batch_size, sum(caps), memory_per_sample_mib)
+            global_batch_size, sum(capped.values()), memory_per_sample_mib)
         return plan
     throughputs = [g[5] for g in gpus]
     batches = _integers(_proportional(throughputs, caps, global_batch_size), caps, throughputs, global_batch_size)
     uniform = _uniform(throughputs, global_batch_size)
     uniform_time = max(b / t for b, t in zip(uniform, throughputs))
     planned_time = max(b / t for b, t in zip(batches, throughputs))
-    for (host, index, uuid, name, memory, throughput), batch, cap in zip(gpus, batches, caps):
+    for (host, index, uuid, name, _memory, throughput), batch, cap in zip(gpus, batches, caps):
         entry = plan["hosts"].setdefault(host, {"batch_size": 0, "gpus": []})
         entry["batch_size"] += batch
         entry["gpus"].append({"index": index, "uuid": uuid, "name": name, "batch_size": batch, "throughput": throughput,

@@ -13,8 +13,10 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import number
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import number
 
 PCIE = "check the PCIe links (doctor gpu.pcie_link: gen and width), use pinned memory for host-to-GPU copies"
 NETWORK = "check the InfiniBand/RoCE ports and the NCCL settings (doctor network.ib_ports, nccl.env_config)"
@@ -37,7 +39,7 @@ ACTION_HINTS = (
 )
 
 
-def action_for(bottleneck, verdict=None):
+def action_for(bottleneck: str, verdict: Optional[Mapping[str, Any]] = None) -> str:
     verdict = verdict or {}
     for key in ("action", "remediation"):
         if isinstance(verdict.get(key), str) and verdict[key].strip():
@@ -52,7 +54,7 @@ def action_for(bottleneck, verdict=None):
     return "see the profile results of these hosts for what limits %s" % bottleneck
 
 
-def _verdict(summary):
+def _verdict(summary: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
     verdict = (summary or {}).get("verdict")
     if not isinstance(verdict, dict):
         return None
@@ -60,20 +62,20 @@ def _verdict(summary):
     return verdict if isinstance(primary, str) and primary else None
 
 
-def _ranked_groups(host_verdicts):
-    groups = {}
+def _ranked_groups(host_verdicts: Sequence[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    groups: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for host, verdict in host_verdicts:
         groups.setdefault(verdict["primary_bottleneck"], []).append((host, verdict))
     total = len(host_verdicts)
-    out = []
+    out: list[dict[str, Any]] = []
     for name, members in groups.items():
-        confidences = [c for c in (number(v.get("confidence")) for dummy, v in members) if c is not None]
-        secondary = {}
-        for dummy, verdict in members:
+        confidences = [c for c in (number(v.get("confidence")) for _, v in members) if c is not None]
+        secondary: dict[str, int] = {}
+        for _, verdict in members:
             second = verdict.get("secondary_bottleneck")
             if isinstance(second, str) and second:
                 secondary[second] = secondary.get(second, 0) + 1
-        out.append({"bottleneck": name, "hosts": sorted(h for h, dummy in members), "host_count": len(members),
+        out.append({"bottleneck": name, "hosts": sorted(h for h, _ in members), "host_count": len(members),
                     "share": len(members) / float(total),
                     "mean_confidence": sum(confidences) / len(confidences) if confidences else None,
                     "secondary": dict(sorted(secondary.items())),
@@ -82,12 +84,11 @@ def _ranked_groups(host_verdicts):
     return out
 
 
-def analyse_bottleneck(profiles, host_class):
+def analyse_bottleneck(profiles: Mapping[str, Any], host_class: Mapping[str, Optional[str]]) -> dict[str, Any]:
     """The fleet's and each class's bottleneck, and the actions ranked by hosts affected."""
-    host_verdicts = [(host, _verdict(profiles[host])) for host in sorted(profiles)]
-    host_verdicts = [(h, v) for h, v in host_verdicts if v is not None]
+    host_verdicts = [(h, v) for h, v in ((host, _verdict(profiles[host])) for host in sorted(profiles)) if v is not None]
     groups = _ranked_groups(host_verdicts)
-    by_class = {}
+    by_class: dict[str, list[tuple[str, dict[str, Any]]]] = {}
     for host, verdict in host_verdicts:
         by_class.setdefault(host_class.get(host) or "unclassified", []).append((host, verdict))
     classes = {}
@@ -95,7 +96,7 @@ def analyse_bottleneck(profiles, host_class):
         ranked = _ranked_groups(by_class[name])
         classes[name] = {"primary": ranked[0]["bottleneck"], "host_count": ranked[0]["host_count"],
                          "share": ranked[0]["share"], "hosts_with_verdict": len(by_class[name])}
-    actions = {}
+    actions: dict[str, dict[str, Any]] = {}
     for group in groups:
         action = actions.setdefault(group["action"], {"action": group["action"], "bottlenecks": [], "hosts": []})
         action["bottlenecks"].append(group["bottleneck"])

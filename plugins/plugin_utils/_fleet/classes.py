@@ -12,6 +12,10 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import math
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
+Facts = Optional[Mapping[str, Any]]
 
 HARDWARE = "hardware"
 GROUP = "group"
@@ -23,7 +27,7 @@ GIB = 1024 ** 3
 MEMORY_LADDER_GIB = sorted(set([2 ** k for k in range(0, 16)] + [3 * 2 ** k for k in range(0, 15)]))
 
 
-def memory_bucket_gib(memory_bytes):
+def memory_bucket_gib(memory_bytes: Optional[float]) -> Optional[int]:
     """Installed memory size in GiB that a MemTotal byte count stands for; None when unknown."""
     if not memory_bytes or memory_bytes <= 0:
         return None
@@ -31,7 +35,7 @@ def memory_bucket_gib(memory_bytes):
     return min(MEMORY_LADDER_GIB, key=lambda size: abs(math.log(size) - gib))
 
 
-def hardware_key(facts):
+def hardware_key(facts: Facts) -> Optional[tuple[str, str, str]]:
     """(gpu part, cpu part, memory part) of a host, or None when its GPUs are unknown (nvidia-smi failed)."""
     if facts is None or facts["gpu_model"] is None:
         return None
@@ -40,17 +44,18 @@ def hardware_key(facts):
     return (gpus, facts["cpu_model"] or "unknown CPU", "%s GiB" % bucket if bucket else "unknown memory")
 
 
-def family_key(facts):
+def family_key(facts: Facts) -> Optional[tuple[str, str, str]]:
     """The hardware key without the GPU count: the peers a host's GPU count is compared with."""
     key = hardware_key(facts)
-    return None if key is None else (facts["gpu_model"], key[1], key[2])
+    return None if key is None or facts is None else (facts["gpu_model"], key[1], key[2])
 
 
-def class_name(key):
+def class_name(key: Iterable[str]) -> str:
     return " | ".join(key)
 
 
-def classify(facts_by_host, host_groups=None, class_groups=()):
+def classify(facts_by_host: Mapping[str, Facts], host_groups: Optional[Mapping[str, Iterable[str]]] = None,
+             class_groups: Iterable[str] = ()) -> tuple[dict[str, Optional[str]], dict[str, dict[str, Any]]]:
     """Each host's class and each class's description.
 
     Returns (host_class, classes): host_class maps every host to its class name (None: unclassified,
@@ -59,8 +64,8 @@ def classify(facts_by_host, host_groups=None, class_groups=()):
     """
     host_groups = host_groups or {}
     wanted = list(class_groups or ())
-    host_class = {}
-    classes = {}
+    host_class: dict[str, Optional[str]] = {}
+    classes: dict[str, dict[str, Any]] = {}
     for host in sorted(facts_by_host):
         facts = facts_by_host[host]
         member_of = set(host_groups.get(host) or ())
@@ -85,15 +90,16 @@ def classify(facts_by_host, host_groups=None, class_groups=()):
     return host_class, dict((name, classes[name]) for name in sorted(classes))
 
 
-def count_peer_groups(facts_by_host, host_class, classes):
+def count_peer_groups(facts_by_host: Mapping[str, Facts], host_class: Mapping[str, Optional[str]],
+                      classes: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """The group each host's GPU count is judged in: its class, or for automatic classes (which split on
     GPU count, so a host that lost a GPU would be alone) the hosts of the same GPU model, CPU and memory."""
-    peers = {}
+    peers: dict[str, str] = {}
     for host, name in host_class.items():
         if name is None:
             continue
         if classes[name]["basis"] == GROUP:
             peers[host] = "class:" + name
         else:
-            peers[host] = "family:" + class_name(family_key(facts_by_host[host]))
+            peers[host] = "family:" + class_name(family_key(facts_by_host[host]) or ())
     return peers

@@ -12,6 +12,9 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
 import yaml
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts import DRIFT_FIELDS, GPU_FIELD_SOURCES, MODE_FIELDS, text
@@ -24,19 +27,20 @@ class ExpectedVersionsError(ValueError):
     """A bad expected-versions file: one line naming the bad value and what is accepted."""
 
 
-def _accepted(where, field, value):
+def _accepted(where: str, field: str, value: object) -> list[str]:
     values = value if isinstance(value, list) else [value]
     out = []
     for item in values:
         if isinstance(item, bool) or not isinstance(item, (str, int, float)):
             raise ExpectedVersionsError("%s: %r is not a version string or number (or a list of them)" % (where, item))
-        out.append(text(item).lower() if field in MODE_FIELDS else text(item))
+        item_text = text(item) or ""  # never None: item is a string or a number
+        out.append(item_text.lower() if field in MODE_FIELDS else item_text)
     if not out:
         raise ExpectedVersionsError("%s: an empty list accepts nothing; give at least one value" % where)
     return out
 
 
-def _fields(where, mapping):
+def _fields(where: str, mapping: object) -> dict[str, list[str]]:
     if not isinstance(mapping, dict):
         raise ExpectedVersionsError("%s: expected a mapping of field to value, got %s" % (where, type(mapping).__name__))
     out = {}
@@ -47,12 +51,12 @@ def _fields(where, mapping):
     return out
 
 
-def parse_expected(content, source="expected versions"):
+def parse_expected(content: str, source: str = "expected versions") -> dict[str, Any]:
     """{"all": {field: [accepted]}, "classes": {class: {field: [accepted]}}} from YAML or JSON text."""
     try:
         data = yaml.safe_load(content)
     except yaml.YAMLError as exc:
-        raise ExpectedVersionsError("%s: not valid YAML/JSON: %s" % (source, " ".join(str(exc).split())))
+        raise ExpectedVersionsError("%s: not valid YAML/JSON: %s" % (source, " ".join(str(exc).split()))) from exc
     if data is None:
         return {"all": {}, "classes": {}}
     if not isinstance(data, dict):
@@ -65,26 +69,27 @@ def parse_expected(content, source="expected versions"):
             "classes": dict((str(name), _fields("%s: classes.%s" % (source, name), fields)) for name, fields in classes.items())}
 
 
-def _majority(values):
+def _majority(values: list[str]) -> tuple[Optional[str], dict[str, int]]:
     """(value, counts) where value is held by more than half of the values, else (None, counts)."""
-    counts = {}
+    counts: dict[str, int] = {}
     for value in values:
         counts[value] = counts.get(value, 0) + 1
     best = max(sorted(counts), key=lambda v: counts[v])
     return (best if counts[best] * 2 > len(values) else None), counts
 
 
-def _odd_gpus(facts, field, accepted):
+def _odd_gpus(facts: Mapping[str, Any], field: str, accepted: Iterable[str]) -> list[dict[str, Any]]:
     if field not in GPU_FIELD_SOURCES:
         return []
     return [{"index": index, "uuid": uuid, "value": value}
             for index, uuid, value in facts["gpu_values"].get(field, []) if value not in accepted]
 
 
-def analyse_drift(facts_by_host, host_class, count_peers, expected=None):
+def analyse_drift(facts_by_host: Mapping[str, Any], host_class: Mapping[str, Optional[str]], count_peers: Mapping[str, str],
+                  expected: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """Drift items, hosts with drift, per-class majorities and splits. Hosts without facts are left out."""
     expected = expected or {"all": {}, "classes": {}}
-    groups = {}  # (group key, field) -> [host]
+    groups: dict[tuple[str, str], list[str]] = {}  # (group key, field) -> [host]
     for host in sorted(host_class):
         name = host_class[host]
         facts = facts_by_host.get(host)
@@ -96,9 +101,11 @@ def analyse_drift(facts_by_host, host_class, count_peers, expected=None):
             key = count_peers[host] if field == "gpu_count" else "class:" + name
             groups.setdefault((key, field), []).append(host)
 
-    items, splits, majorities = [], [], {}
+    items: list[dict[str, Any]] = []
+    splits: list[dict[str, Any]] = []
+    majorities: dict[str, dict[str, Optional[str]]] = {}
     for (key, field), hosts in sorted(groups.items()):
-        values = [text(facts_by_host[h][field]) for h in hosts]
+        values = [text(facts_by_host[h][field]) or "" for h in hosts]  # never None: hosts without the field are not grouped
         reference, counts = _majority(values)
         if key.startswith("class:"):
             majorities.setdefault(key[len("class:"):], {})[field] = reference
@@ -115,7 +122,7 @@ def analyse_drift(facts_by_host, host_class, count_peers, expected=None):
                                          for h in hosts[:1]):
             splits.append({"group": key.split(":", 1)[1], "field": field, "values": counts})
     items.sort(key=lambda i: (i["host"], DRIFT_FIELDS.index(i["field"])))
-    by_field = {}
+    by_field: dict[str, int] = {}
     for item in items:
         by_field[item["field"]] = by_field.get(item["field"], 0) + 1
     return {
@@ -129,6 +136,7 @@ def analyse_drift(facts_by_host, host_class, count_peers, expected=None):
     }
 
 
-def _item(host, class_name, field, value, reference, basis, gpus):
+def _item(host: str, class_name: Optional[str], field: str, value: Optional[str], reference: str, basis: str,
+          gpus: list[dict[str, Any]]) -> dict[str, Any]:
     return {"host": host, "class": class_name, "field": field, "value": value, "reference": reference, "basis": basis,
             "gpus": gpus}

@@ -10,13 +10,15 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import re
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.plan import canonical_name
 
 DEFAULT_CLASS = "all"
 
 
-def host_packages(entry):
+def host_packages(entry: Any) -> Optional[dict[str, str]]:
     """{canonical name: version} from an env_setup result, a manifest, or a {name: version} mapping; None if none."""
     if not isinstance(entry, dict):
         return None
@@ -33,22 +35,23 @@ def host_packages(entry):
     return None
 
 
-def _version_key(version):
+def _version_key(version: Optional[str]) -> tuple[int, tuple[tuple[int, int, str], ...]]:
     """Natural order of version strings ("2.10" after "2.9"); None (not installed) first."""
     if version is None:
         return (0, ())
     return (1, tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.findall(r"\d+|[^\d.]+", version)))
 
 
-def majority_version(versions):
+def majority_version(versions: Iterable[Optional[str]]) -> Optional[str]:
     """The most common version (None for "not installed"); a tie goes to an installed version, then the highest."""
-    counts = {}
+    counts: dict[Optional[str], int] = {}
     for version in versions:
         counts[version] = counts.get(version, 0) + 1
     return max(counts, key=lambda version: (counts[version], _version_key(version)))
 
 
-def environment_drift(host_envs, host_classes=None, default_class=DEFAULT_CLASS, ignore=()):
+def environment_drift(host_envs: Mapping[str, Any], host_classes: Optional[Mapping[str, str]] = None,
+                      default_class: str = DEFAULT_CLASS, ignore: Iterable[str] = ()) -> dict[str, Any]:
     """Per class of hosts, the majority version of every package and the hosts that differ from it.
 
     host_envs: {host: env_setup result | manifest | {name: version}}; hosts without packages are listed in
@@ -58,8 +61,8 @@ def environment_drift(host_envs, host_classes=None, default_class=DEFAULT_CLASS,
     """
     host_classes = host_classes or {}
     ignored = set(canonical_name(name) for name in ignore)
-    members = {}
-    no_manifest = []
+    members: dict[str, dict[str, dict[str, str]]] = {}
+    no_manifest: list[str] = []
     for host in sorted(host_envs):
         packages = host_packages(host_envs[host])
         if packages is None:
@@ -68,8 +71,8 @@ def environment_drift(host_envs, host_classes=None, default_class=DEFAULT_CLASS,
         packages = dict((name, version) for name, version in packages.items() if name not in ignored)
         members.setdefault(host_classes.get(host, default_class), {})[host] = packages
 
-    classes = {}
-    all_drift = []
+    classes: dict[str, Any] = {}
+    all_drift: list[dict[str, Any]] = []
     for class_name in sorted(members):
         hosts = members[class_name]
         names = sorted(set(name for packages in hosts.values() for name in packages))

@@ -11,6 +11,14 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, READ_FAILED
+
+# check id -> (status, details) of the checks facts are read from
+Details = Mapping[str, tuple[Any, dict[str, Any]]]
+
 UNSET = "(unset)"
 NOT_INSTALLED = "(not installed)"
 NO_GPU = "no GPU"
@@ -38,7 +46,7 @@ FACT_CHECKS = frozenset(["pytorch.installed", "pytorch.cuda_version", "cuda.torc
                          "nccl.env_config"] + [source[1][0] for source in GPU_FIELD_SOURCES.values() if source[1]])
 
 
-def _dig(record, path):
+def _dig(record: Any, path: Iterable[str]) -> Any:
     for key in path:
         if not isinstance(record, dict):
             return None
@@ -46,7 +54,7 @@ def _dig(record, path):
     return record
 
 
-def _first(record, paths):
+def _first(record: Any, paths: Iterable[Iterable[str]]) -> Any:
     for path in paths:
         value = _dig(record, path)
         if value is not None and value != "":
@@ -54,7 +62,7 @@ def _first(record, paths):
     return None
 
 
-def text(value):
+def text(value: object) -> Optional[str]:
     """The comparable text of a fact: integral numbers without a decimal point, strings stripped."""
     if value is None:
         return None
@@ -63,16 +71,17 @@ def text(value):
     return str(value).strip()
 
 
-def _check_details(doctor):
+def _check_details(doctor: Optional[Mapping[str, Any]]) -> dict[str, tuple[Any, dict[str, Any]]]:
     """check id -> (status, details) of the doctor checks facts are read from."""
-    out = {}
+    out: dict[str, tuple[Any, dict[str, Any]]] = {}
     for chk in (doctor or {}).get("checks") or []:
         if isinstance(chk, dict) and chk.get("id") in FACT_CHECKS:
-            out[chk["id"]] = (chk.get("status"), chk.get("details") if isinstance(chk.get("details"), dict) else {})
+            details = chk.get("details")
+            out[chk["id"]] = (chk.get("status"), details if isinstance(details, dict) else {})
     return out
 
 
-def _gpus(doctor, profile):
+def _gpus(doctor: Optional[Mapping[str, Any]], profile: Optional[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The host's GPU records: doctor's environment, else the profile's."""
     environment = (doctor or {}).get("environment") or {}
     gpus = [g for g in environment.get("gpus") or [] if isinstance(g, dict)]
@@ -81,7 +90,7 @@ def _gpus(doctor, profile):
     return gpus
 
 
-def _detail_values(details, check_id, key):
+def _detail_values(details: Details, check_id: str, key: str) -> dict[Any, Any]:
     """{uuid or index: value} from one check's details.gpus[] entries."""
     out = {}
     for ref in details.get(check_id, (None, {}))[1].get("gpus") or []:
@@ -90,7 +99,8 @@ def _detail_values(details, check_id, key):
     return out
 
 
-def _gpu_values(gpus, details, field):
+def _gpu_values(gpus: Sequence[Mapping[str, Any]], details: Details,
+                field: str) -> list[tuple[Any, Any, str]]:
     """[(index, uuid, text value)] of the GPUs whose value for field is known."""
     paths, from_check = GPU_FIELD_SOURCES[field]
     in_check = None
@@ -107,7 +117,7 @@ def _gpu_values(gpus, details, field):
     return out
 
 
-def _torch_version(details, env_setup):
+def _torch_version(details: Details, env_setup: Optional[Mapping[str, Any]]) -> Optional[str]:
     status, installed = details.get("pytorch.installed", (None, {}))
     if installed.get("version"):
         return installed["version"]
@@ -118,12 +128,12 @@ def _torch_version(details, env_setup):
     torch = _dig(env_setup, ("environment", "torch"))
     if isinstance(torch, dict) and torch.get("version"):
         return torch["version"]
-    if status is not None and status != "ERROR" and installed.get("python"):
+    if status is not None and status != ERROR and installed.get("python"):
         return NOT_INSTALLED
     return None
 
 
-def _nccl_env(environment, details):
+def _nccl_env(environment: Mapping[str, Any], details: Details) -> Optional[str]:
     settings = environment.get("nccl_settings")
     if settings is None:
         settings = details.get("nccl.env_config", (None, {}))[1].get("settings")
@@ -135,13 +145,13 @@ def _nccl_env(environment, details):
                     for name, value in sorted(settings.items()))
 
 
-def gpu_model(gpus):
+def gpu_model(gpus: Iterable[Mapping[str, Any]]) -> str:
     """The GPU model of a host: its GPUs' name, or the names joined when they differ."""
     names = sorted(set(text(g.get("name")) or "unknown GPU" for g in gpus))
     return " + ".join(names) if names else NO_GPU
 
 
-def host_facts(entry):
+def host_facts(entry: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """Hardware and configuration facts of one fleet report host entry (None when it has no data at all)."""
     doctor = entry.get("doctor") if isinstance(entry.get("doctor"), dict) else None
     profile = entry.get("profile") if isinstance(entry.get("profile"), dict) else None
@@ -153,7 +163,7 @@ def host_facts(entry):
     details = _check_details(doctor)
     gpus = _gpus(doctor, profile)
     memory = environment.get("memory_total_bytes")
-    facts = {
+    facts: dict[str, Any] = {
         "gpu_model": gpu_model(gpus),
         "gpu_count": len(gpus),
         "cpu_model": text(environment.get("cpu_model")),
@@ -166,7 +176,7 @@ def host_facts(entry):
         "nccl_env": _nccl_env(environment, details),
         "gpu_values": {},
     }
-    if not gpus and _dig(doctor, ("probes", "nvidia_smi", "status")) == "error":
+    if not gpus and _dig(doctor, ("probes", "nvidia_smi", "status")) == READ_FAILED:
         # nvidia-smi failed: the GPUs are unknown, not absent.
         facts["gpu_model"] = facts["gpu_count"] = None
     for field in PER_GPU_FIELDS:

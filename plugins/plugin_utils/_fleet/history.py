@@ -20,38 +20,41 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import datetime
 import json
 import os
 import re
 from array import array
+from collections.abc import Iterator, Mapping
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import lower_is_better
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import gpu_figures, gpu_records, host_figures
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
 
 SNAPSHOT_KIND = "continuum.hydra.fleet_history"
 SNAPSHOT_SCHEMA_VERSION = "1.0.0"
 SNAPSHOT_PATTERN = re.compile(r"^fleet-history-\d{8}T\d{6}\.\d{6}Z\.json$")
-DEFAULT_RULE = {"ewma_alpha": 0.3, "trend_threshold": -0.05, "trend_min_runs": 3, "repeat_min_runs": 2}
-FAILING = ("FAIL", "ERROR")
+DEFAULT_RULE: dict[str, float] = {"ewma_alpha": 0.3, "trend_threshold": -0.05, "trend_min_runs": 3, "repeat_min_runs": 2}
+FAILING = (FAIL, ERROR)
 
 
-def _gpu_key(gpu):
+def _gpu_key(gpu: Mapping[str, Any]) -> Optional[str]:
     return gpu.get("uuid") or None
 
 
-def snapshot(report):
+def snapshot(report: Mapping[str, Any]) -> dict[str, Any]:
     """The compact record of this run that later runs read (after analysis: it carries the straggler flags)."""
     analysis = report.get("analysis") or {}
     stragglers = analysis.get("stragglers") or {}
     slow_hosts = dict((s["host"], ["straggler:" + m["metric"] for m in s["metrics"]]) for s in stragglers.get("hosts") or [])
-    slow_gpus = {}
+    slow_gpus: dict[str, dict[str, list[str]]] = {}
     for slow in stragglers.get("gpus") or []:
         if slow.get("uuid"):
             slow_gpus.setdefault(slow["host"], {})[slow["uuid"]] = ["straggler:" + m["metric"] for m in slow["metrics"]]
     hosts = {}
     for name, entry in report["hosts"].items():
-        gpus = {}
+        gpus: dict[str, dict[str, Any]] = {}
         for gpu in gpu_records(entry.get("profile")):
             uuid = _gpu_key(gpu)
             if uuid:
@@ -81,14 +84,14 @@ class HistoryFold:
     index x value - so memory per series is constant however many runs are folded.
     """
 
-    def __init__(self, alpha=DEFAULT_RULE["ewma_alpha"]):
+    def __init__(self, alpha: float = DEFAULT_RULE["ewma_alpha"]) -> None:
         self.alpha = alpha
         self.runs = 0
-        self.owners = {}     # ("host", name) or ("gpu", uuid) -> [runs seen, {metric: array(n, ewma, sum_y, sum_xy)}]
-        self.offences = {}   # ("host", name) or ("gpu", uuid) -> {"runs", "offences", "first", "last"}
-        self.where = {}      # gpu uuid -> (host, index) of its latest sighting
+        self.owners: dict[tuple[str, str], list[Any]] = {}     # ("host", name) or ("gpu", uuid) -> [runs seen, {metric: array(n, ewma, sum_y, sum_xy)}]
+        self.offences: dict[tuple[str, str], dict[str, Any]] = {}   # ("host", name) or ("gpu", uuid) -> {"runs", "offences", "first", "last"}
+        self.where: dict[str, tuple[str, Any]] = {}      # gpu uuid -> (host, index) of its latest sighting
 
-    def add(self, snap):
+    def add(self, snap: Mapping[str, Any]) -> None:
         self.runs += 1
         when = snap.get("generated_at")
         for host, record in (snap.get("hosts") or {}).items():
@@ -99,7 +102,7 @@ class HistoryFold:
                 self._measure(("gpu", uuid), gpu.get("figures"))
                 self._offend(("gpu", uuid), gpu.get("failing"), when)
 
-    def _measure(self, key, figures):
+    def _measure(self, key: tuple[str, str], figures: Optional[Mapping[str, float]]) -> None:
         owner = self.owners.get(key)
         if owner is None:
             owner = self.owners[key] = [0, {}]
@@ -114,7 +117,7 @@ class HistoryFold:
                 state[1] = self.alpha * value + (1.0 - self.alpha) * state[1]
                 state[2] += value
 
-    def _offend(self, key, failing, when):
+    def _offend(self, key: tuple[str, str], failing: Optional[list[str]], when: Optional[str]) -> None:
         if not failing:
             return
         record = self.offences.get(key)
@@ -124,12 +127,14 @@ class HistoryFold:
         record["offences"].update(failing)
         record["last"] = when
 
-    def result(self, current, rule=None):
+    def result(self, current: Mapping[str, Any], rule: Optional[Mapping[str, float]] = None) -> dict[str, Any]:
         """Judge the hosts and GPUs of ``current``, the last snapshot added (this run's). Consumes the fold: each
         series is dropped as it is judged, so its state and its result are never both held for the whole fleet."""
         rule = dict(DEFAULT_RULE, **(rule or {}))
         latest = current.get("hosts") or {}
-        hosts, gpus, degrading = {}, {}, []
+        hosts: dict[str, Any] = {}
+        gpus: dict[str, Any] = {}
+        degrading: list[dict[str, Any]] = []
         for key in sorted(self.owners):
             kind, owner = key
             runs, series = self.owners.pop(key)
@@ -140,7 +145,8 @@ class HistoryFold:
                 measured = (((latest.get(host) or {}).get("gpus") or {}).get(owner) or {}).get("figures") or {}
             if not measured:
                 continue  # not measured in this run: its history is kept but not judged
-            ewmas, trends = {}, {}
+            ewmas: dict[str, float] = {}
+            trends: dict[str, float] = {}
             for metric in sorted(series):
                 if metric not in measured:
                     continue
@@ -159,7 +165,7 @@ class HistoryFold:
             else:
                 entry.update(host=self.where[owner][0], index=self.where[owner][1])
                 gpus[owner] = entry
-        offenders = []
+        offenders: list[dict[str, Any]] = []
         for (kind, owner), record in self.offences.items():
             if record["runs"] < rule["repeat_min_runs"]:
                 continue
@@ -175,7 +181,7 @@ class HistoryFold:
                 "repeat_offenders": offenders}
 
 
-def _relative_trend(count, sum_y, sum_xy):
+def _relative_trend(count: float, sum_y: float, sum_xy: float) -> float:
     """Least-squares slope x (n - 1) over the mean, from running sums (x = 0, 1, ... n - 1)."""
     n = count
     if n < 2 or sum_y == 0:
@@ -188,11 +194,11 @@ def _relative_trend(count, sum_y, sum_xy):
 
 # File I/O: the snapshots on disk.
 
-def snapshot_name(now):
+def snapshot_name(now: datetime.datetime) -> str:
     return "fleet-history-%s.json" % now.strftime("%Y%m%dT%H%M%S.%fZ")
 
 
-def snapshot_files(directory):
+def snapshot_files(directory: str) -> list[str]:
     """Snapshot file names in the directory, oldest first (the names sort by time)."""
     try:
         names = os.listdir(directory)
@@ -201,7 +207,7 @@ def snapshot_files(directory):
     return sorted(n for n in names if SNAPSHOT_PATTERN.match(n))
 
 
-def read_snapshots(directory, limit, problems):
+def read_snapshots(directory: str, limit: int, problems: list[str]) -> Iterator[dict[str, Any]]:
     """The newest ``limit`` readable snapshots, oldest first; an unreadable one is a line in problems, not an error."""
     for name in snapshot_files(directory)[-limit:] if limit > 0 else []:
         snap = None  # the one yielded before is not held while this one is parsed
@@ -218,7 +224,7 @@ def read_snapshots(directory, limit, problems):
         yield snap
 
 
-def write_snapshot(directory, snap, now, keep):
+def write_snapshot(directory: str, snap: Mapping[str, Any], now: datetime.datetime, keep: int) -> str:
     """Write this run's snapshot atomically, then delete the oldest beyond ``keep``. Returns the path."""
     path = os.path.join(directory, snapshot_name(now))
     write_atomic(path, json.dumps(snap, sort_keys=True, separators=(",", ":")) + "\n")

@@ -7,18 +7,25 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
 from ansible_collections.continuum.hydra.plugins.module_utils._results import summarize
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, host_verdict
 
 FLEET_SCHEMA_VERSION = "1.1.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
 
-TASK_FAILED = "task_failed"
+# A host's status in the fleet report: its doctor verdict (_status.HOST_VERDICTS), or one of these when doctor gave none.
+TASK_FAILED = "task_failed"  # doctor's task failed on the host: no verdict
 # Profiled or set up, but doctor did not run: nothing says whether the host is healthy.
 UNCHECKED = "unchecked"
 HOST_STATUSES = HOST_VERDICTS + (UNREACHABLE, TASK_FAILED)
 # A status that only appears in totals when some host has it, so doctor runs keep their totals.
 OPTIONAL_STATUSES = (UNCHECKED,)
+ALL_HOST_STATUSES = HOST_STATUSES + OPTIONAL_STATUSES
+# Hosts doctor could not judge at all: no checks ran.
+NOT_JUDGED = (UNREACHABLE, TASK_FAILED)
 
 # Actions list the worst problems first: a FAIL on one host outranks a WARN on many.
 _ACTION_RANK = {FAIL: 0, ERROR: 1, WARN: 2}
@@ -27,18 +34,18 @@ _ACTION_RANK = {FAIL: 0, ERROR: 1, WARN: 2}
 class FleetCollector:
     """Accumulates host outcomes as the play reports them; build() makes the report."""
 
-    def __init__(self):
-        self._hosts = {}
-        self.groups = {}
+    def __init__(self) -> None:
+        self._hosts: dict[str, dict[str, Any]] = {}
+        self.groups: dict[str, list[str]] = {}
 
-    def _entry(self, host):
+    def _entry(self, host: str) -> dict[str, Any]:
         entry = self._hosts.get(host)
         if entry is None:
             entry = self._hosts[host] = {"status": UNCHECKED, "message": None, "failing_checks": [], "warning_checks": [],
                                          "doctor": None, "profile": None, "env_setup": None, "class": None}
         return entry
 
-    def add_doctor(self, host, result):
+    def add_doctor(self, host: str, result: Mapping[str, Any]) -> None:
         checks = result.get("checks")
         if not isinstance(checks, list):
             # Not a verdict: a crash under failed_when: false, or list_checks (which judges nothing).
@@ -51,7 +58,7 @@ class FleetCollector:
                      failing_checks=[c["id"] for c in checks if c["status"] in (FAIL, ERROR)],
                      warning_checks=[c["id"] for c in checks if c["status"] == WARN])
 
-    def add_registered(self, host, result):
+    def add_registered(self, host: str, result: object) -> None:
         """A doctor result as a play registered it (hostvars), whatever became of the task; None: it never ran."""
         if result is None:
             self.add_unreachable(host, "no doctor result: the host was unreachable or doctor did not run on it")
@@ -59,56 +66,56 @@ class FleetCollector:
             raise TypeError("a doctor result must be a dict, got %s" % type(result).__name__)
         elif isinstance(result.get("checks"), list):
             self.add_doctor(host, result)
-        elif result.get("unreachable"):
-            self.add_unreachable(host, str(result.get("msg") or "unreachable"))
+        elif result.get(UNREACHABLE):  # Ansible's own flag, the word the verdict takes
+            self.add_unreachable(host, str(result.get("msg") or UNREACHABLE))
         elif result.get("skipped"):
             self.add_unchecked(host, "doctor was skipped on this host")
         else:
             self.add_task_failed(host, "doctor: %s" % " ".join(str(result.get("msg") or "task failed").split()))
 
-    def add_profile(self, host, summary):
-        """The host's profile summary: {figures, gpus, verdict} (see _fleet/stragglers.py)."""
+    def add_profile(self, host: str, summary: Optional[Mapping[str, Any]]) -> None:
+        """The host's profile summary: {figures, gpus, verdict} (see _fleet/profile_summary.py and _fleet/figures.py)."""
         self._entry(host)["profile"] = summary
 
-    def add_env_setup(self, host, manifest):
+    def add_env_setup(self, host: str, manifest: Optional[Mapping[str, Any]]) -> None:
         self._entry(host)["env_setup"] = manifest
 
-    def set_groups(self, host, groups):
+    def set_groups(self, host: str, groups: Iterable[str]) -> None:
         self.groups[host] = sorted(groups)
 
-    def add_unchecked(self, host, message):
+    def add_unchecked(self, host: str, message: str) -> None:
         """A host doctor did not judge (its task was skipped): in the report, with the reason."""
         entry = self._entry(host)
         if entry["doctor"] is None:
             entry["message"] = message
 
-    def add_unreachable(self, host, message):
+    def add_unreachable(self, host: str, message: str) -> None:
         self._add_problem(host, UNREACHABLE, message)
 
-    def add_task_failed(self, host, message):
+    def add_task_failed(self, host: str, message: str) -> None:
         self._add_problem(host, TASK_FAILED, message)
 
-    def _add_problem(self, host, status, message):
+    def _add_problem(self, host: str, status: str, message: str) -> None:
         entry = self._entry(host)
         if entry["doctor"] is not None:
             return  # doctor already judged this host; a later task's trouble does not erase that
         entry.update(status=status, message=message)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._hosts)
 
-    def build(self, generated_at, playbook=None):
+    def build(self, generated_at: Optional[str], playbook: Optional[str] = None) -> dict[str, Any]:
         return build_report(self._hosts, generated_at, playbook)
 
 
-def build_report(hosts, generated_at, playbook=None):
-    totals = dict((status, 0) for status in HOST_STATUSES)
+def build_report(hosts: Mapping[str, dict[str, Any]], generated_at: Optional[str], playbook: Optional[str] = None) -> dict[str, Any]:
+    totals: dict[str, int] = {status: 0 for status in HOST_STATUSES}
     for status in OPTIONAL_STATUSES:
         if any(entry["status"] == status for entry in hosts.values()):
             totals[status] = 0
-    check_counts = {}
-    failing = {}
-    actions = {}
+    check_counts: dict[str, dict[str, int]] = {}
+    failing: dict[str, list[dict[str, Any]]] = {}
+    actions: dict[str, dict[str, Any]] = {}
     for name in sorted(hosts):
         entry = hosts[name]
         totals[entry["status"]] += 1
@@ -139,7 +146,7 @@ def build_report(hosts, generated_at, playbook=None):
     }
 
 
-def _add_action(actions, chk, host):
+def _add_action(actions: dict[str, dict[str, Any]], chk: Mapping[str, Any], host: str) -> None:
     action = actions.get(chk["id"])
     if action is None:
         action = actions[chk["id"]] = {"check_id": chk["id"], "status": chk["status"], "remediations": {}, "hosts": []}
@@ -151,7 +158,7 @@ def _add_action(actions, chk, host):
     action["hosts"].append(host)
 
 
-def _ranked(actions):
+def _ranked(actions: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for action in actions.values():
         hints = action.pop("remediations")

@@ -3,10 +3,10 @@
 
 """Stragglers: hosts and GPUs measurably slower than their class (pure).
 
-Input per host is the profile summary: ``figures`` {metric: number} and ``gpus`` [{uuid, index, name,
-figures}] (a GPU's figures may also sit on the GPU record itself). Metric names end with their unit;
-only rates and times are compared (stats.is_performance_metric), and higher is better unless the name
-is a time or latency (stats.lower_is_better). For every class and metric with at least ``min_peers``
+Input per host is the profile summary, read through _fleet/figures.py: ``figures`` {metric: number} and
+``gpus`` [{uuid, index, name, figures}] (a GPU's figures may also sit on the GPU record itself). Metric
+names end with their unit; only rates and times are compared (figures.is_performance_metric), and higher
+is better unless the name is a time or latency (figures.lower_is_better). For every class and metric with at least ``min_peers``
 values:
 
 - ratio = value / class median (median / value for lower-is-better metrics): 1.0 is typical, 0.8 is 20 % slower;
@@ -21,36 +21,16 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread, is_performance_metric, lower_is_better, number, quantile
+from collections.abc import Mapping
+from typing import Any, Optional
 
-DEFAULT_RULE = {"robust_z": -3.5, "min_shortfall": 0.10, "ratio_floor": 0.75, "min_peers": 5}
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread, quantile
 
-
-def _performance(figures):
-    out = {}
-    for metric, raw in figures.items():
-        value = number(raw)
-        if value is not None and is_performance_metric(metric):
-            out[metric] = value
-    return out
+DEFAULT_RULE: dict[str, float] = {"robust_z": -3.5, "min_shortfall": 0.10, "ratio_floor": 0.75, "min_peers": 5}
 
 
-def host_figures(summary):
-    """A profile summary's host-level performance figures, as floats."""
-    figures = (summary or {}).get("figures")
-    return _performance(figures) if isinstance(figures, dict) else {}
-
-
-def gpu_figures(gpu):
-    """A GPU record's performance figures: its ``figures``, or the figures set on the record itself."""
-    return _performance(gpu["figures"] if isinstance(gpu.get("figures"), dict) else gpu)
-
-
-def gpu_records(summary):
-    return [g for g in (summary or {}).get("gpus") or [] if isinstance(g, dict)]
-
-
-def _distribution(values, lower_better):
+def _distribution(values: list[float]) -> tuple[Spread, dict[str, Any]]:
     ordered = sorted(values)
     spread = Spread(ordered)
     out = spread.describe()
@@ -59,7 +39,7 @@ def _distribution(values, lower_better):
     return spread, out
 
 
-def _score(value, spread, lower_better):
+def _score(value: float, spread: Spread, lower_better: bool) -> tuple[Optional[float], Optional[float]]:
     centre = spread.median
     if lower_better:
         ratio = centre / value if value > 0 else None
@@ -71,23 +51,27 @@ def _score(value, spread, lower_better):
     return ratio, z
 
 
-def _is_slow(ratio, z, rule):
+def _is_slow(ratio: Optional[float], z: Optional[float], rule: Mapping[str, float]) -> bool:
     if ratio is not None and ratio < rule["ratio_floor"]:
         return True
     return z is not None and z <= rule["robust_z"] and ratio is not None and ratio <= 1.0 - rule["min_shortfall"]
 
 
-def _judge(samples, rule):
+Samples = Mapping[tuple[str, str], list[tuple[Any, float]]]  # (class, metric) -> [(host or (host, GPU), value)]
+Findings = dict[Any, list[dict[str, Any]]]  # host or (host, GPU) -> [slow metric]
+
+
+def _judge(samples: Samples, rule: Mapping[str, float]) -> tuple[dict[str, Any], Findings, dict[str, list[str]]]:
     """samples: {(class, metric): [(key, value)]} -> (distributions {metric: {class: dist}}, slow {key: [finding]})."""
-    distributions = {}
-    slow = {}
-    too_small = {}
+    distributions: dict[str, Any] = {}
+    slow: Findings = {}
+    too_small: dict[str, list[str]] = {}
     for (class_name, metric), pairs in sorted(samples.items()):
         lower_better = lower_is_better(metric)
         if len(pairs) < rule["min_peers"]:
             too_small.setdefault(class_name, []).append(metric)
             continue
-        spread, dist = _distribution([v for dummy, v in pairs], lower_better)
+        spread, dist = _distribution([v for _, v in pairs])
         entry = distributions.setdefault(metric, {"lower_is_better": lower_better, "classes": {}})
         entry["classes"][class_name] = dist
         for key, value in pairs:
@@ -98,14 +82,16 @@ def _judge(samples, rule):
     return distributions, slow, too_small
 
 
-def _worst_first(findings):
+def _worst_first(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(findings, key=lambda f: (f["ratio"] if f["ratio"] is not None else 0.0, f["metric"]))
 
 
-def analyse_stragglers(profiles, host_class, rule=None):
+def analyse_stragglers(profiles: Mapping[str, Any], host_class: Mapping[str, Optional[str]], rule: Optional[Mapping[str, float]] = None) -> dict[str, Any]:
     """Slow hosts and slow GPUs, class by class. profiles: {host: profile summary}; host_class: {host: class}."""
     rule = dict(DEFAULT_RULE, **(rule or {}))
-    host_samples, gpu_samples, gpu_info = {}, {}, {}
+    host_samples: dict[tuple[str, str], list[tuple[Any, float]]] = {}
+    gpu_samples: dict[tuple[str, str], list[tuple[Any, float]]] = {}
+    gpu_info: dict[tuple[str, str], dict[str, Any]] = {}
     for host in sorted(profiles):
         class_name = host_class.get(host)
         if class_name is None:

@@ -7,12 +7,16 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from collections.abc import Iterable, Mapping, Sequence
 from html import escape
+from typing import Any
 
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAILED, HEALTHY, UNREACHABLE, WARNING
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import TASK_FAILED, UNCHECKED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 
-STATUS_COLOURS = {"healthy": "#2e7d32", "warning": "#f9a825", "unchecked": "#90a4ae", "error": "#ef6c00",
-                  "failed": "#c62828", "unreachable": "#6a1b9a", "task_failed": "#4e342e"}
+STATUS_COLOURS = {HEALTHY: "#2e7d32", WARNING: "#f9a825", UNCHECKED: "#90a4ae", ERRORED: "#ef6c00",
+                  FAILED: "#c62828", UNREACHABLE: "#6a1b9a", TASK_FAILED: "#4e342e"}
 LABEL_W = 370
 BAR_W = 560
 ROW_H = 26
@@ -21,16 +25,16 @@ AXIS_MIN, AXIS_MAX = 0.5, 1.5
 MAX_DOTS = 60  # a class with more values is drawn as its box only (plus its stragglers)
 
 
-def _esc(text):
+def _esc(text: object) -> str:
     return escape("" if text is None else str(text), quote=True).replace("\r", "&#13;")
 
 
-def _label(text, y):
+def _label(text: str, y: float) -> str:
     short = text if len(text) <= 48 else text[:46] + "\u2026"
     return '<text x="%d" y="%d" class="lbl"><title>%s</title>%s</text>' % (LABEL_W - 8, y, _esc(text), _esc(short))
 
 
-def status_by_class(classes, statuses):
+def status_by_class(classes: Mapping[str, Mapping[str, Any]], statuses: Iterable[str]) -> str:
     """Stacked horizontal bars: hosts of each class by status."""
     height = ROW_H * len(classes) + 30
     out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="Hosts by status per class" '
@@ -59,18 +63,19 @@ def status_by_class(classes, statuses):
     return "".join(out)
 
 
-def _x(ratio):
+def _x(ratio: float) -> float:
     clamped = min(max(ratio, AXIS_MIN), AXIS_MAX)
     return LABEL_W + BAR_W * (clamped - AXIS_MIN) / (AXIS_MAX - AXIS_MIN)
 
 
-def _relative(value, median, lower_better):
+def _relative(value: float, median: float, lower_better: bool) -> float:
     if lower_better:
         return median / value if value > 0 else AXIS_MIN
     return value / median if median > 0 else AXIS_MAX
 
 
-def distribution(metric, entry, dots, slow, rule):
+def distribution(metric: str, entry: Mapping[str, Any], dots: Mapping[str, Sequence[tuple[str, float]]],
+                 slow: Mapping[str, Sequence[tuple[str, str, float]]], rule: Mapping[str, float]) -> str:
     """One benchmark: per class a box (p25-p75), whiskers (p5-p95) and the median at 1.0, on the axis
     value / class median; the class's values as dots when it has few, and its stragglers as red dots.
 

@@ -7,16 +7,27 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-PROBLEM_STATUSES = ("failed", "error", "unreachable", "task_failed")
-STATUS_ORDER = ("failed", "error", "unreachable", "task_failed", "warning", "unchecked", "healthy")
-STATUS_LABELS = {"task_failed": "task failed"}
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAIL, FAILED, HEALTHY, UNREACHABLE, WARNING
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED, TASK_FAILED, UNCHECKED
+
+PROBLEM_STATUSES = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED)
+STATUS_ORDER = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED, WARNING, UNCHECKED, HEALTHY)
+STATUS_LABELS = {TASK_FAILED: "task failed"}
+
+# (host, class, field, value, reference, basis, gpu labels)
+DriftRow = tuple[str, Optional[str], str, Optional[str], Optional[str], str, list[str]]
+# (host, gpu label or "", class, metric, value, median, change)
+StragglerRow = tuple[str, str, str, str, float, float, str]
 
 
-def status_label(status):
+def status_label(status: str) -> str:
     return STATUS_LABELS.get(status, status)
 
 
-def number(value):
+def number(value: object) -> str:
     """A figure for people: 4 significant digits, no exponent for ordinary sizes."""
     if value is None:
         return "-"
@@ -27,14 +38,14 @@ def number(value):
     return ("%.4g" % value) if abs(value) < 1e4 else "%d" % round(value)
 
 
-def percent_change(ratio):
+def percent_change(ratio: Optional[float]) -> str:
     """0.77 -> "-23%" (the ratio of a figure to its class median, direction-adjusted)."""
     if ratio is None:
         return "-"
     return "%+.0f%%" % ((ratio - 1.0) * 100.0)
 
 
-def gpu_label(gpu):
+def gpu_label(gpu: Mapping[str, Any]) -> str:
     parts = ["GPU %s" % gpu.get("index")]
     if gpu.get("pci_bus_id"):
         parts.append(gpu["pci_bus_id"])
@@ -43,37 +54,37 @@ def gpu_label(gpu):
     return " ".join(parts)
 
 
-def analysis(report):
+def analysis(report: Mapping[str, Any]) -> dict[str, Any]:
     return report.get("analysis") or {}
 
 
-def host_rows(report):
+def host_rows(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(host, entry) sorted worst status first, then by name."""
-    rank = dict((s, i) for i, s in enumerate(STATUS_ORDER))
+    rank = {s: i for i, s in enumerate(STATUS_ORDER)}
     return sorted(report["hosts"].items(), key=lambda kv: (rank.get(kv[1]["status"], len(rank)), kv[0]))
 
 
-def failing_by_host(report):
+def failing_by_host(report: Mapping[str, Any]) -> list[tuple[str, str, list[tuple[str, str, Optional[str], list[str]]]]]:
     """[(host, status, [(check id, check status, message, [gpu labels])])] for hosts with FAIL/ERROR checks,
     or the host's message when it never ran doctor (unreachable, task failed)."""
-    per_host = {}
+    per_host: dict[str, list[tuple[str, str, Optional[str], list[str]]]] = {}
     for check_id, entries in report["failing"].items():
         for entry in entries:
             per_host.setdefault(entry["host"], []).append(
                 (check_id, entry["status"], entry.get("message"), [gpu_label(g) for g in entry.get("gpus") or []]))
-    rows = []
+    rows: list[tuple[str, str, list[tuple[str, str, Optional[str], list[str]]]]] = []
     for host, entry in host_rows(report):
         if host in per_host:
-            rows.append((host, entry["status"], sorted(per_host[host], key=lambda c: (c[1] != "FAIL", c[0]))))
-        elif entry["status"] in ("unreachable", "task_failed"):
+            rows.append((host, entry["status"], sorted(per_host[host], key=lambda c: (c[1] != FAIL, c[0]))))
+        elif entry["status"] in NOT_JUDGED:
             rows.append((host, entry["status"], [("host", entry["status"], entry.get("message"), [])]))
     return rows
 
 
-def straggler_rows(report):
+def straggler_rows(report: Mapping[str, Any]) -> list[StragglerRow]:
     """One row per slow host or GPU: (host, gpu label or "", class, metric, value, median, change)."""
     stragglers = analysis(report).get("stragglers") or {}
-    rows = []
+    rows: list[StragglerRow] = []
     for slow in stragglers.get("hosts") or []:
         for finding in slow["metrics"]:
             rows.append((slow["host"], "", slow["class"], finding["metric"], finding["value"], finding["median"],
@@ -86,11 +97,11 @@ def straggler_rows(report):
     return rows
 
 
-def drift_rows(report):
+def drift_rows(report: Mapping[str, Any]) -> list[DriftRow]:
     """(host, class, field, value, reference, basis, gpu labels) per drifting field, then per drifting Python
     package of env_setup's virtualenv (field "package <name>", None for not installed)."""
     drift = analysis(report).get("drift") or {}
-    rows = [(i["host"], i["class"], i["field"], i["value"], i["reference"], i["basis"],
+    rows: list[DriftRow] = [(i["host"], i["class"], i["field"], i["value"], i["reference"], i["basis"],
              ["GPU %s: %s" % (g["index"], g["value"]) for g in i.get("gpus") or []]) for i in drift.get("items") or []]
     env_drift = analysis(report).get("env_drift") or {}
     rows.extend((i["host"], i["class"], "package %s" % i["package"], i["version"], i["majority"], "majority", [])
@@ -98,11 +109,11 @@ def drift_rows(report):
     return sorted(rows, key=lambda r: (r[0], r[2]))
 
 
-def drift_hosts(report):
-    return set(row[0] for row in drift_rows(report))
+def drift_hosts(report: Mapping[str, Any]) -> set[str]:
+    return {row[0] for row in drift_rows(report)}
 
 
-def straggler_hosts(report):
+def straggler_hosts(report: Mapping[str, Any]) -> set[str]:
     """Hosts with a slow host figure or a slow GPU."""
     stragglers = analysis(report).get("stragglers") or {}
-    return set(s["host"] for s in (stragglers.get("hosts") or []) + (stragglers.get("gpus") or []))
+    return {s["host"] for s in (stragglers.get("hosts") or []) + (stragglers.get("gpus") or [])}

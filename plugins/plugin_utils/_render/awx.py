@@ -7,22 +7,26 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
+from ansible_collections.continuum.hydra.plugins.module_utils._status import WARNING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 
 STATS_KEY = "hydra_fleet"
 
 
-def set_stats_data(report):
+def set_stats_data(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """{"hydra_fleet": {...}}: counts, failing and warning hosts, failing checks; stragglers and drift when analysed."""
     hosts = report["hosts"]
-    failing_checks = {}
+    failing_checks: dict[str, int] = {}
     for check_id, entries in report["failing"].items():
         failing_checks[check_id] = len(entries)
-    data = {
+    data: dict[str, Any] = {
         "generated_at": report["generated_at"],
         "totals": dict(report["totals"]),
         "failing_hosts": sorted(h for h, e in hosts.items() if e["status"] in views.PROBLEM_STATUSES),
-        "warning_hosts": sorted(h for h, e in hosts.items() if e["status"] == "warning"),
+        "warning_hosts": sorted(h for h, e in hosts.items() if e["status"] == WARNING),
         "failing_checks": failing_checks,
     }
     data["ok"] = not data["failing_hosts"]

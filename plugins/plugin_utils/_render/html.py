@@ -14,9 +14,11 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from html import escape
+from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import gpu_figures, gpu_records, host_figures
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _svg
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 
@@ -39,12 +41,12 @@ svg .straggler{fill:#c62828;stroke:#fff}
 """
 
 
-def esc(value):
+def esc(value: object) -> str:
     # A raw CR would be folded into LF by the HTML parser; as a character reference it survives.
     return escape("-" if value is None else str(value), quote=True).replace("\r", "&#13;")
 
 
-def _table(header, rows, table_id=None):
+def _table(header: Sequence[str], rows: Iterable[tuple[str, Sequence[str]]], table_id: Optional[str] = None) -> Iterator[str]:
     yield '<table%s><thead><tr>%s</tr></thead><tbody>\n' % (
         ' id="%s"' % table_id if table_id else "", "".join("<th>%s</th>" % esc(h) for h in header))
     for attrs, cells in rows:
@@ -52,17 +54,25 @@ def _table(header, rows, table_id=None):
     yield "</tbody></table>\n"
 
 
-def _td(value, numeric=False):
+def _td(value: object, numeric: bool = False) -> str:
     return '<td class="n">%s</td>' % esc(value) if numeric else "<td>%s</td>" % esc(value)
 
 
-def _tag(status):
+def _tag(status: str) -> str:
     return '<span class="tag s-%s">%s</span>' % (esc(status), esc(views.status_label(status)))
 
 
-def _benchmark_samples(report, stragglers):
+Sample = tuple[str, str, str]  # (scope, metric, class)
+
+
+Dots = dict[Sample, list[tuple[str, float]]]  # (label, value)
+Slow = dict[Sample, list[tuple[str, str, float]]]  # (host, label, value)
+
+
+def _benchmark_samples(report: Mapping[str, Any], stragglers: Mapping[str, Any]) -> tuple[Dots, Slow]:
     """Per (scope, metric, class): the values as dots for small classes, and the stragglers' values."""
-    dots, slow = {}, {}
+    dots: Dots = {}
+    slow: Slow = {}
     for slow_host in stragglers.get("hosts") or []:
         for finding in slow_host["metrics"]:
             slow.setdefault(("host", finding["metric"], slow_host["class"]), []).append(
@@ -71,7 +81,7 @@ def _benchmark_samples(report, stragglers):
         for finding in slow_gpu["metrics"]:
             slow.setdefault(("gpu", finding["metric"], slow_gpu["class"]), []).append(
                 (slow_gpu["host"], "%s GPU %s" % (slow_gpu["host"], slow_gpu["index"]), finding["value"]))
-    small = {}
+    small: Dots = {}
     for scope, key in (("host", "host_metrics"), ("gpu", "gpu_metrics")):
         for metric, entry in (stragglers.get(key) or {}).items():
             for class_name, dist in entry["classes"].items():
@@ -88,12 +98,12 @@ def _benchmark_samples(report, stragglers):
                     bucket = small.get(("gpu", metric, entry.get("class")))
                     if bucket is not None:
                         bucket.append(("%s GPU %s" % (host, gpu.get("index")), value))
-    for key, values in small.items():
-        dots[key] = values
+    for sample, values in small.items():
+        dots[sample] = values
     return dots, slow
 
 
-def _charts(report, analysis):
+def _charts(report: Mapping[str, Any], analysis: Mapping[str, Any]) -> Iterator[str]:
     classes = analysis.get("classes") or {}
     statuses = [s for s in views.STATUS_ORDER if s in report["totals"]]
     if classes:
@@ -118,7 +128,7 @@ def _charts(report, analysis):
     yield "</section>\n"
 
 
-def render(report):
+def render(report: Mapping[str, Any]) -> Iterator[str]:
     """The HTML page in pieces."""
     totals = report["totals"]
     analysis = views.analysis(report)
@@ -194,7 +204,7 @@ def render(report):
     yield "</section>\n</body></html>\n"
 
 
-def _bottleneck_history_plan(analysis):
+def _bottleneck_history_plan(analysis: Mapping[str, Any]) -> Iterator[str]:
     bottleneck = analysis.get("bottleneck") or {}
     if bottleneck.get("primary"):
         yield '<section id="bottleneck"><h2>Fleet bottleneck</h2><p><b>%s</b> limits %d of %d profiled hosts.</p>\n' % (

@@ -12,18 +12,20 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import json
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 STREAM_DEPTH = 3
 STREAM_SIZE = 64
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _streamed(value, depth):
+def _streamed(value: object, depth: int) -> bool:
     """Containers near the top, and any large one (per-host maps deep in the analysis), go out item by item."""
-    return isinstance(value, (dict, list)) and value and (depth < STREAM_DEPTH or len(value) > STREAM_SIZE)
+    return isinstance(value, (dict, list)) and bool(value) and (depth < STREAM_DEPTH or len(value) > STREAM_SIZE)
 
 
-def _pieces(value, depth):
+def _pieces(value: Any, depth: int) -> Iterator[str]:
     if _streamed(value, depth) and isinstance(value, dict):
         yield "{\n"
         for n, key in enumerate(sorted(value)):
@@ -41,7 +43,7 @@ def _pieces(value, depth):
         yield _ENCODER.encode(value)
 
 
-def render(report):
+def render(report: Mapping[str, Any]) -> Iterator[str]:
     """The report as JSON text, in pieces."""
     yield from _pieces(report, 0)
     yield "\n"

@@ -15,7 +15,11 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import functools
 import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 
 # Characters XML 1.0 cannot carry at all (even escaped): replaced, so the file always parses.
@@ -25,52 +29,64 @@ _ATTR_RE = re.compile(r'[&<>"\n\r\t]')
 _TEXT = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 _TEXT_RE = re.compile(r"[&<>]")
 
+# What a <testcase> comes to (JUnit's element names; a passing case has none). A WARN passes, with a note.
+FAILURE = "failure"
+CASE_ERROR = "error"
+SKIPPED = "skipped"
+WARNED = WARN  # no JUnit element: a passing case with a note
+_COUNTED = (FAILURE, CASE_ERROR, SKIPPED)
 
-def attr(value):
+
+def attr(value: object) -> str:
     return _attr("" if value is None else str(value))
 
 
 @functools.lru_cache(maxsize=1 << 16)  # host names and check ids repeat on every test case
-def _attr(text):
+def _attr(text: str) -> str:
     return _ATTR_RE.sub(lambda m: _ATTR[m.group(0)], _NOT_XML.sub("\ufffd", text))
 
 
-def text(value):
+def text(value: object) -> str:
     body = _NOT_XML.sub("\ufffd", "" if value is None else str(value))
     return _TEXT_RE.sub(lambda m: _TEXT[m.group(0)], body)
 
 
-def _seconds(ms):
+def _seconds(ms: object) -> str:
     return "%.3f" % (ms / 1000.0) if isinstance(ms, (int, float)) and not isinstance(ms, bool) and ms >= 0 else "0.000"
 
 
-def _case(host, name, outcome=None, message=None, body=None, duration_ms=None):
-    """One <testcase>: outcome is None (pass), "failure", "error", "skipped" or "warning"."""
+def _case(host: str, name: str, outcome: Optional[str] = None, message: Optional[str] = None, body: Optional[str] = None,
+          duration_ms: Optional[float] = None) -> str:
+    """One <testcase>: outcome is None (pass), FAILURE, CASE_ERROR, SKIPPED or WARNED."""
     head = '  <testcase classname="%s" name="%s" time="%s"' % (attr(host), attr(name), _seconds(duration_ms))
     if outcome is None:
         return head + "/>\n"
-    if outcome == "skipped":
+    if outcome == SKIPPED:
         return head + '>\n    <skipped message="%s"/>\n  </testcase>\n' % attr(message)
-    if outcome == "warning":
-        return head + ">\n    <system-out>WARN: %s</system-out>\n  </testcase>\n" % text(message)
+    if outcome == WARNED:
+        return head + ">\n    <system-out>" + WARN + ": %s</system-out>\n  </testcase>\n" % text(message)
     return head + '>\n    <%s type="%s" message="%s">%s</%s>\n  </testcase>\n' % (
-        outcome, "FAIL" if outcome == "failure" else "ERROR", attr(message), text(body or message), outcome)
+        outcome, FAIL if outcome == FAILURE else ERROR, attr(message), text(body or message), outcome)
 
 
-_OUTCOME = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped", "WARN": "warning", "PASS": None}
+_OUTCOME = {FAIL: FAILURE, ERROR: CASE_ERROR, SKIP: SKIPPED, WARN: WARNED, PASS: None}
 
 
-def _host_cases(host, entry, drift_items, slow):
+Case = tuple[Optional[str], tuple[Any, ...]]
+
+
+def _host_cases(host: str, entry: Mapping[str, Any], drift_items: Optional[Sequence[Sequence[Any]]],
+                slow: Optional[Sequence[Sequence[Any]]]) -> Iterator[Case]:
     doctor = entry.get("doctor")
-    if doctor is None and entry["status"] in ("unreachable", "task_failed"):
-        yield "error", (host, "host.reachable", "error", entry.get("message") or entry["status"])
+    if doctor is None and entry["status"] in NOT_JUDGED:
+        yield CASE_ERROR, (host, "host.reachable", CASE_ERROR, entry.get("message") or entry["status"])
     for chk in (doctor or {}).get("checks") or []:
-        outcome = _OUTCOME.get(chk.get("status"), "error")
+        outcome = _OUTCOME.get(chk.get("status"), CASE_ERROR)
         body = chk.get("message")
         gpus = (chk.get("details") or {}).get("gpus") or []
-        if outcome in ("failure", "error") and gpus:
+        if outcome in (FAILURE, CASE_ERROR) and gpus:
             body = "%s\n%s" % (body, "\n".join(views.gpu_label(g) for g in gpus if isinstance(g, dict)))
-        if outcome in ("failure", "error") and chk.get("remediation"):
+        if outcome in (FAILURE, CASE_ERROR) and chk.get("remediation"):
             body = "%s\nremediation: %s" % (body, chk["remediation"])
         yield outcome, (host, chk.get("id"), outcome, chk.get("message"), body, chk.get("duration_ms"))
     if entry.get("class") is None:
@@ -78,13 +94,13 @@ def _host_cases(host, entry, drift_items, slow):
     if drift_items is not None:
         if drift_items:
             lines = ["%s: %s, class %s %s" % (r[2], r[3], r[5], r[4]) for r in drift_items]
-            yield "failure", (host, "fleet.drift", "failure", "%d field(s) drift from the class: %s" % (
+            yield FAILURE, (host, "fleet.drift", FAILURE, "%d field(s) drift from the class: %s" % (
                 len(lines), ", ".join(r[2] for r in drift_items)), "\n".join(lines))
         else:
             yield None, (host, "fleet.drift")
     if slow is not None:
         if slow:
-            yield "failure", (host, "fleet.stragglers", "failure", "slower than the class: %s" % ", ".join(
+            yield FAILURE, (host, "fleet.stragglers", FAILURE, "slower than the class: %s" % ", ".join(
                 "%s %s %s" % (s[1] or "host", s[3], s[6]) for s in slow), "\n".join(
                 "%s %s: %s vs class median %s (%s)" % (s[1] or "host", s[3], views.number(s[4]), views.number(s[5]), s[6])
                 for s in slow))
@@ -92,34 +108,34 @@ def _host_cases(host, entry, drift_items, slow):
             yield None, (host, "fleet.stragglers")
 
 
-def render(report):
+def render(report: Mapping[str, Any]) -> Iterator[str]:
     """JUnit XML in pieces: a first pass counts (the root element carries the totals), the second writes."""
     analysis = views.analysis(report)
-    drift_by_host = {}
+    drift_by_host: dict[str, list[views.DriftRow]] = {}
     for row in views.drift_rows(report):
         drift_by_host.setdefault(row[0], []).append(row)
-    slow_by_host = {}
-    for row in views.straggler_rows(report):
-        slow_by_host.setdefault(row[0], []).append(row)
+    slow_by_host: dict[str, list[views.StragglerRow]] = {}
+    for slow_row in views.straggler_rows(report):
+        slow_by_host.setdefault(slow_row[0], []).append(slow_row)
 
-    def cases(host):
+    def cases(host: str) -> Iterator[Case]:
         entry = report["hosts"][host]
         drift = drift_by_host.get(host, []) if "drift" in analysis else None
         slow = slow_by_host.get(host, []) if entry.get("profile") and "stragglers" in analysis else None
         return _host_cases(host, entry, drift, slow)
 
-    totals = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
+    totals = dict.fromkeys(("tests",) + _COUNTED, 0)
     for host in report["hosts"]:
-        for outcome, dummy in cases(host):
+        for outcome, _ in cases(host):
             totals["tests"] += 1
             if outcome in totals:
                 totals[outcome] += 1
     yield '<?xml version="1.0" encoding="UTF-8"?>\n'
     yield '<testsuites name="continuum.hydra fleet report" tests="%d" failures="%d" errors="%d" skipped="%d" timestamp="%s">\n' % (
-        totals["tests"], totals["failure"], totals["error"], totals["skipped"], attr(report["generated_at"]))
+        totals["tests"], totals[FAILURE], totals[CASE_ERROR], totals[SKIPPED], attr(report["generated_at"]))
     for host in sorted(report["hosts"]):
         entry = report["hosts"][host]
-        counts = {"tests": 0, "failure": 0, "error": 0, "skipped": 0}
+        counts = dict.fromkeys(("tests",) + _COUNTED, 0)
         body = []
         for outcome, args in cases(host):
             counts["tests"] += 1
@@ -129,7 +145,7 @@ def render(report):
         properties = [("status", entry["status"]), ("class", entry.get("class"))]
         yield ('<testsuite name="%s" hostname="%s" tests="%d" failures="%d" errors="%d" skipped="%d" timestamp="%s">\n'
                "  <properties>%s</properties>\n%s</testsuite>\n" % (
-                   attr(host), attr(host), counts["tests"], counts["failure"], counts["error"], counts["skipped"],
+                   attr(host), attr(host), counts["tests"], counts[FAILURE], counts[CASE_ERROR], counts[SKIPPED],
                    attr(report["generated_at"]),
                    "".join('<property name="%s" value="%s"/>' % (attr(k), attr(v)) for k, v in properties if v is not None),
                    "".join(body)))

@@ -12,6 +12,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 
@@ -20,7 +22,7 @@ _LINE_BREAKS = re.compile(r"\r\n|\r|\n")
 MAX_ROWS = 500  # per table; the HTML page and the JSON have everything
 
 
-def md(value):
+def md(value: object) -> str:
     """Escape any value for a Markdown table cell or paragraph."""
     text = "-" if value is None else str(value)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
@@ -28,7 +30,7 @@ def md(value):
     return _LINE_BREAKS.sub("<br>", text)
 
 
-def _table(header, rows, limit=MAX_ROWS):
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], limit: int = MAX_ROWS) -> Iterator[str]:
     yield "| %s |\n" % " | ".join(header)
     yield "|%s\n" % ("---|" * len(header))
     count = 0
@@ -41,7 +43,7 @@ def _table(header, rows, limit=MAX_ROWS):
     yield "\n"
 
 
-def render(report):
+def render(report: Mapping[str, Any]) -> Iterator[str]:
     """Markdown text in pieces."""
     totals = report["totals"]
     analysis = views.analysis(report)

@@ -15,30 +15,35 @@ breaking changes at any time. Do not use it from other collections or roles.
 import datetime
 import functools
 import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import STATUSES
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import gpu_figures, gpu_records, host_figures
+from ansible_collections.continuum.hydra.plugins.module_utils._status import PROBLEMS, STATUSES
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 
 PREFIX = "hydra_"
 
 
+Labels = Sequence[tuple[str, object]]
+Sample = tuple[Labels, float]
+
 _ESCAPES = {ord("\\"): "\\\\", ord('"'): '\\"', ord("\n"): "\\n"}
 
 
-def label_value(value):
+def label_value(value: object) -> str:
     return _escaped("" if value is None else str(value))
 
 
 @functools.lru_cache(maxsize=1 << 16)  # host names, classes and metric names repeat on every line
-def _escaped(text):
+def _escaped(text: str) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text.translate(_ESCAPES)
 
 
-def sample_value(value):
+def sample_value(value: float) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     if isinstance(value, int):
@@ -50,13 +55,13 @@ def sample_value(value):
     return repr(float(value))
 
 
-def _sample(name, labels, value):
+def _sample(name: str, labels: Labels, value: float) -> str:
     if labels:
         return "%s%s{%s} %s\n" % (PREFIX, name, ",".join('%s="%s"' % (k, label_value(v)) for k, v in labels), sample_value(value))
     return "%s%s %s\n" % (PREFIX, name, sample_value(value))
 
 
-def _family(name, help_text, samples):
+def _family(name: str, help_text: str, samples: Iterable[Sample]) -> Iterator[str]:
     """The HELP and TYPE lines, then the samples: (labels, value) pairs."""
     yield "# HELP %s%s %s\n# TYPE %s%s gauge\n" % (PREFIX, name, help_text, PREFIX, name)
     batch = []
@@ -68,25 +73,25 @@ def _family(name, help_text, samples):
     yield "".join(batch)
 
 
-def _timestamp(generated_at):
+def _timestamp(generated_at: str) -> float:
     try:
         return datetime.datetime.fromisoformat(generated_at).timestamp()
     except (TypeError, ValueError):
         return float("nan")
 
 
-def _host_statuses(report, statuses):
+def _host_statuses(report: Mapping[str, Any], statuses: Sequence[str]) -> Iterator[Sample]:
     for host, entry in sorted(report["hosts"].items()):
         for status in statuses:
             yield [("host", host), ("class", entry.get("class") or ""), ("status", status)], int(entry["status"] == status)
 
 
-def _host_checks(report):
+def _host_checks(report: Mapping[str, Any]) -> Iterator[Sample]:
     for host, entry in sorted(report["hosts"].items()):
         doctor = entry.get("doctor")
         if doctor is None:
             continue
-        counts = dict((s, 0) for s in STATUSES)
+        counts = dict.fromkeys(STATUSES, 0)
         for chk in doctor.get("checks") or []:
             if chk.get("status") in counts:
                 counts[chk["status"]] += 1
@@ -94,14 +99,14 @@ def _host_checks(report):
             yield [("host", host), ("status", status)], counts[status]
 
 
-def _check_problems(report):
+def _check_problems(report: Mapping[str, Any]) -> Iterator[Sample]:
     for host, entry in sorted(report["hosts"].items()):
         for chk in (entry.get("doctor") or {}).get("checks") or []:
-            if chk.get("status") in ("WARN", "FAIL", "ERROR"):
+            if chk.get("status") in PROBLEMS:
                 yield [("host", host), ("check", chk.get("id")), ("status", chk["status"])], 1
 
 
-def _benchmarks(report, gpus):
+def _benchmarks(report: Mapping[str, Any], gpus: bool) -> Iterator[Sample]:
     for host, entry in sorted(report["hosts"].items()):
         klass = entry.get("class") or ""
         if not gpus:
@@ -114,7 +119,7 @@ def _benchmarks(report, gpus):
                        ("metric", metric)], value
 
 
-def _stragglers(analysis):
+def _stragglers(analysis: Mapping[str, Any]) -> Iterator[Sample]:
     stragglers = analysis.get("stragglers") or {}
     for slow in stragglers.get("hosts") or []:
         for finding in slow["metrics"]:
@@ -126,12 +131,12 @@ def _stragglers(analysis):
                    ("metric", finding["metric"])], finding["ratio"] if finding["ratio"] is not None else 0.0
 
 
-def render(report):
+def render(report: Mapping[str, Any]) -> Iterator[str]:
     """The textfile in pieces."""
     analysis = views.analysis(report)
     totals = report["totals"]
-    statuses = [s for s in HOST_STATUSES + ("unchecked",) if s in totals]
-    families = [
+    statuses = [s for s in ALL_HOST_STATUSES if s in totals]
+    families: list[tuple[str, str, Iterable[Sample]]] = [
         ("fleet_report_timestamp_seconds", "When the fleet report was generated (Unix time).",
          [([], _timestamp(report["generated_at"]))]),
         ("fleet_hosts", "Hosts in the fleet report by status.", [([("status", s)], totals[s]) for s in statuses]),
@@ -144,7 +149,7 @@ def render(report):
         ("gpu_benchmark_value", "GPU benchmark figure from the profile (unit in the metric name).", _benchmarks(report, True)),
         ("straggler_ratio", "Straggler's figure relative to its class median (1 = typical, lower = slower).", _stragglers(analysis)),
         ("host_drift", "1 for each configuration field where the host differs from its class majority or the expected value.",
-         (([("host", h), ("class", c), ("field", f), ("value", v), ("expected", r)], 1) for h, c, f, v, r, dummy, dummy2
+         (([("host", h), ("class", c), ("field", f), ("value", v), ("expected", r)], 1) for h, c, f, v, r, _, _
           in views.drift_rows(report))),
     ]
     history = analysis.get("history") or {}

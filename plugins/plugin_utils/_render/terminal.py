@@ -8,23 +8,30 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL, FAILED, HEALTHY, UNREACHABLE, WARN, WARNING
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED, TASK_FAILED, UNCHECKED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 
 # Colour names are Ansible's (C.COLOR_*); the callback applies them only where Ansible would colour
 # (a TTY, no ANSIBLE_NOCOLOR).
-_COLOURS = {"FAIL": "red", "ERROR": "red", "WARN": "yellow", "healthy": "green", "unreachable": "red", "task_failed": "red",
+_COLOURS = {FAIL: "red", ERROR: "red", WARN: "yellow", HEALTHY: "green", UNREACHABLE: "red", TASK_FAILED: "red",
             "DRIFT": "yellow", "SLOW": "red", "PROBLEM": "red", "REPEAT": "red", "TREND": "yellow"}
 MAX_HOSTS_SHOWN = 8
 MAX_ACTIONS_SHOWN = 5
 MAX_GROUPS_SHOWN = 6
 
 
-def _gpu_names(gpus):
+Line = tuple[str, Optional[str]]
+
+
+def _gpu_names(gpus: Iterable[Mapping[str, Any]]) -> str:
     return ", ".join("GPU %s %s" % (g.get("index"), g.get("pci_bus_id") or "") for g in gpus).strip()
 
 
-def _host_list(names, detail=None):
+def _host_list(names: Sequence[str], detail: Optional[Mapping[str, str]] = None) -> str:
     shown = [("%s (%s)" % (n, detail[n]) if detail and detail.get(n) else n) for n in names[:MAX_HOSTS_SHOWN]]
     more = len(names) - len(shown)
     return ", ".join(shown) + (" and %d more" % more if more > 0 else "")
@@ -35,28 +42,29 @@ def _host_list(names, detail=None):
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
-def _visible(text):
+def _visible(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
 
 
-def render(report, paths=()):
+def render(report: Mapping[str, Any], paths: Iterable[str] = ()) -> list[Line]:
     """Lines of (text, colour or None)."""
     return [(_visible(text), colour) for text, colour in _lines(report, paths)]
 
 
-def _lines(report, paths):
+def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
     totals = report["totals"]
-    lines = [("", None), ("continuum.hydra fleet report: %d host%s: %d healthy, %d warning, %d failed, %d error, %d unreachable, %d task failed%s" % (
-        totals["hosts"], "" if totals["hosts"] == 1 else "s", totals["healthy"], totals["warning"], totals["failed"], totals["error"], totals["unreachable"],
-        totals["task_failed"], ", %d unchecked" % totals["unchecked"] if totals.get("unchecked") else ""), None)]
-    for status in ("unreachable", "task_failed"):
+    headline = "continuum.hydra fleet report: %d host%s: %d healthy, %d warning, %d failed, %d error, %d unreachable, %d task failed%s" % (
+        totals["hosts"], "" if totals["hosts"] == 1 else "s", totals[HEALTHY], totals[WARNING], totals[FAILED], totals[ERRORED], totals[UNREACHABLE],
+        totals[TASK_FAILED], ", %d unchecked" % totals[UNCHECKED] if totals.get(UNCHECKED) else "")
+    lines: list[Line] = [("", None), (headline, None)]
+    for status in NOT_JUDGED:
         names = [h for h, e in report["hosts"].items() if e["status"] == status]
         if names:
             lines.append(("  %-11s %s" % (status.upper().replace("_", " "), _host_list(names)), _COLOURS[status]))
     for check_id, entries in report["failing"].items():
-        for status in ("FAIL", "ERROR"):
+        for status in (FAIL, ERROR):
             names = [e["host"] for e in entries if e["status"] == status]
-            detail = dict((e["host"], _gpu_names(e["gpus"])) for e in entries if e["gpus"])
+            detail = {e["host"]: _gpu_names(e["gpus"]) for e in entries if e["gpus"]}
             if names:
                 lines.append(("  %-5s %-28s %s" % (status, check_id, _host_list(names, detail)), _COLOURS[status]))
     if report["actions"]:
@@ -65,15 +73,15 @@ def _lines(report, paths):
             lines.append(("  %d. [%s] %s on %d host%s: %s" % (
                 rank, action["status"], action["check_id"], action["host_count"], "" if action["host_count"] == 1 else "s",
                 action["remediation"] or "see the check's details"), _COLOURS.get(action["status"])))
-    elif not totals["unreachable"] and not totals["task_failed"] and not totals.get("unchecked"):
-        lines.append(("All hosts healthy.", _COLOURS["healthy"]))
+    elif not totals[UNREACHABLE] and not totals[TASK_FAILED] and not totals.get(UNCHECKED):
+        lines.append(("All hosts healthy.", _COLOURS[HEALTHY]))
     lines.extend(_analysis_lines(report))
     for path in paths:
         lines.append(("Report: %s" % path, None))
     return lines
 
 
-def _grouped(lines, tag, groups):
+def _grouped(lines: list[Line], tag: str, groups: Sequence[tuple[str, list[str], dict[str, str]]]) -> None:
     """One line per group (a field, a metric), worst-known first, at most MAX_GROUPS_SHOWN."""
     for n, (name, names, detail) in enumerate(groups):
         if n == MAX_GROUPS_SHOWN:
@@ -82,24 +90,24 @@ def _grouped(lines, tag, groups):
         lines.append(("  %-5s %-28s %s" % (tag, name, _host_list(names, detail)), _COLOURS[tag]))
 
 
-def _analysis_lines(report):
+def _analysis_lines(report: Mapping[str, Any]) -> list[Line]:
     analysis = report.get("analysis")
     if not analysis:
         return []
-    lines = []
+    lines: list[Line] = []
     for problem in analysis.get("problems") or []:
         lines.append(("  PROBLEM %s" % problem, _COLOURS["PROBLEM"]))
     classes = analysis.get("classes") or {}
     if classes:
         lines.append(("Fleet analysis: %d class%s%s" % (len(classes), "" if len(classes) == 1 else "es", (
             ", %d host(s) unclassified" % len(analysis["unclassified"])) if analysis.get("unclassified") else ""), None))
-    by_field = {}
-    for host, dummy, field, value, reference, basis, dummy2 in views.drift_rows(report):
+    by_field: dict[str, list[tuple[str, str]]] = {}
+    for host, _, field, value, reference, basis, _gpus in views.drift_rows(report):
         by_field.setdefault(field, []).append((host, "%s, class %s %s" % (value, basis, reference)))
-    _grouped(lines, "DRIFT", [(field, [h for h, dummy in found], dict(found))
+    _grouped(lines, "DRIFT", [(field, [h for h, _ in found], dict(found))
                               for field, found in sorted(by_field.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
     stragglers = analysis.get("stragglers") or {}
-    by_metric = {}
+    by_metric: dict[str, list[tuple[str, str]]] = {}
     for slow in stragglers.get("hosts") or []:
         for finding in slow["metrics"]:
             by_metric.setdefault(finding["metric"], []).append((slow["host"], views.percent_change(finding["ratio"])))
@@ -107,7 +115,7 @@ def _analysis_lines(report):
         for finding in slow["metrics"]:
             by_metric.setdefault(finding["metric"], []).append(
                 ("%s GPU %s" % (slow["host"], slow["index"]), views.percent_change(finding["ratio"])))
-    _grouped(lines, "SLOW", [(metric, [name for name, dummy in found], dict(found))
+    _grouped(lines, "SLOW", [(metric, [name for name, _ in found], dict(found))
                              for metric, found in sorted(by_metric.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
     history = analysis.get("history") or {}
     for offender in (history.get("repeat_offenders") or [])[:MAX_HOSTS_SHOWN]:

@@ -14,36 +14,34 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import re
 from collections import Counter, OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional, Union
 
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import xid_table
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import check, expectation, expected
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.gpu import XID_WINDOW_HOURS
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN, worst
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_ABSENT, READ_FAILED, READ_OK, SKIP, WARN, worst
 
-GPU_COUNT = expectation("gpu_count", "int", "number of GPUs nvidia-smi must see")
-GPU_MODEL = expectation("gpu_model", "str", "text every GPU's product name must contain (case-insensitive), e.g. A100")
-DRIVER_MIN = expectation("driver_min", "str", "lowest accepted NVIDIA driver version, e.g. 535.104.05")
-DRIVER_MAX = expectation("driver_max", "str", "highest accepted NVIDIA driver version")
-CUDA_MIN = expectation("cuda_min", "str", "lowest CUDA version the driver must support, e.g. 12.2")
-PCIE_GEN = expectation("pcie_gen", "int", "PCIe generation each GPU link must reach under load (instead of its max)")
-PCIE_WIDTH = expectation("pcie_width", "int", "PCIe lanes each GPU link must have (instead of its max; 8 for x8 slots)")
-ECC_MODE = expectation("ecc_mode", "str", "ECC mode every GPU must have: enabled or disabled")
-MIG_MODE = expectation("mig_mode", "str", "MIG mode every MIG-capable GPU must have: enabled or disabled")
-PERSISTENCE_MODE = expectation("persistence_mode", "str", "enabled, or disabled where persistence off is intended")
-ECC_CORRECTABLE_WARN = expectation("ecc_correctable_warn", "int", "correctable ECC errors per GPU since boot before WARN",
-                                   default=100)
-TEMPERATURE_WARN = expectation("temperature_warn_c", "number", "GPU temperature (C) from which gpu.temperature WARNs")
+GPU_COUNT = _expect.key("gpu_count")
+GPU_MODEL = _expect.key("gpu_model")
+DRIVER_MIN = _expect.key("driver_min")
+DRIVER_MAX = _expect.key("driver_max")
+CUDA_MIN = _expect.key("cuda_min")
+PCIE_GEN = _expect.key("pcie_gen")
+PCIE_WIDTH = _expect.key("pcie_width")
+ECC_MODE = _expect.key("ecc_mode")
+MIG_MODE = _expect.key("mig_mode")
+PERSISTENCE_MODE = _expect.key("persistence_mode")
+ECC_CORRECTABLE_WARN = _expect.key("ecc_correctable_warn")
+TEMPERATURE_WARN = _expect.key("temperature_warn_c")
 # Read by the kernel_log probe (it fetches only the window), declared here with the check that uses it.
-XID_WINDOW = expectation("xid_window_hours", "int", "hours of kernel log gpu.xid_errors reads", default=XID_WINDOW_HOURS)
-BUSY_UTIL = expectation("gpu_busy_util_pct", "int", "GPU utilization (%) from which a GPU counts as busy", default=10)
-PCIE_REPLAY_WARN = expectation("pcie_replay_warn", "int", "PCIe replays per GPU since driver load before WARN",
-                               default=100)
-ROW_REMAP_UNC_WARN = expectation("row_remap_uncorrectable_warn", "int",
-                                 "rows remapped for uncorrectable errors per GPU before WARN", default=512)
-RETIRED_DBE_FAIL = expectation("retired_pages_dbe_fail", "int",
-                               "pages retired for double-bit errors per GPU (pre-Ampere) before FAIL", default=15)
+XID_WINDOW = _expect.key("xid_window_hours")
+BUSY_UTIL = _expect.key("gpu_busy_util_pct")
+PCIE_REPLAY_WARN = _expect.key("pcie_replay_warn")
+ROW_REMAP_UNC_WARN = _expect.key("row_remap_uncorrectable_warn")
+RETIRED_DBE_FAIL = _expect.key("retired_pages_dbe_fail")
 
 MODES = ("enabled", "disabled")
 # DCGM's limit on retired pages per GPU (dcgm_gpu_hardware_limits.h): beyond it the GPU is to be replaced.
@@ -57,17 +55,17 @@ RESET_OR_DRAIN = "Drain the node, reset the GPU (`nvidia-smi -r -i <index>` with
 # ---------------------------------------------------------------- helpers
 
 
-def _gpus(probes):
+def _gpus(probes: Probes) -> list[dict[str, Any]]:
     return probes["nvidia_smi"]["data"]["gpus"]
 
 
-def _detail(gpu, **values):
+def _detail(gpu: Mapping[str, Any], **values: Any) -> dict[str, Any]:
     out = gpu_ref(gpu)
     out.update(values)
     return out
 
 
-def _label(detail):
+def _label(detail: Mapping[str, Any]) -> str:
     """'GPU 2 (00000000:3B:00.0)'; 'GPU at 0000:3b:00' for an address nvidia-smi does not list."""
     index, address = detail.get("index"), detail.get("pci_bus_id")
     if index is None:
@@ -75,7 +73,11 @@ def _label(detail):
     return "GPU %s (%s)" % (index, address) if address else "GPU %s" % index
 
 
-def _verdict(results, pass_message, remediation, skip_message=None):
+GpuResult = tuple[str, dict[str, Any], str]  # (status, detail, phrase) of one GPU
+
+
+def _verdict(results: Sequence[GpuResult], pass_message: str, remediation: Union[str, dict[str, str], None],
+             skip_message: Optional[str] = None) -> Finding:
     """One finding from per-GPU results [(status, detail, phrase)]: the worst status, its GPUs named.
 
     remediation is a string, or a dict per status. Details list the GPUs that are not PASS,
@@ -97,9 +99,9 @@ def _verdict(results, pass_message, remediation, skip_message=None):
     return finding(status, prefix + named + more, details={"gpus": [result[1] for result in bad]}, remediation=advice)
 
 
-def _choice(expect, key, choices=MODES):
+def _choice(expect: Expect, key: str, choices: Sequence[str] = MODES) -> tuple[Optional[str], Optional[Finding]]:
     """(lower-cased expectation or None, ERROR finding when the value is not one of choices)."""
-    value = expected(expect, key)
+    value = _expect.get(expect, key)
     if value is None:
         return None, None
     if value.strip().lower() not in choices:
@@ -111,45 +113,45 @@ def _choice(expect, key, choices=MODES):
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 
 
-def _version(text):
+def _version(text: Optional[str]) -> Optional[tuple[int, ...]]:
     """'535.104.05' -> (535, 104, 5); None for anything else."""
     text = (text or "").strip()
     return tuple(int(part) for part in text.split(".")) if _VERSION.match(text) else None
 
 
-def _compare(left, right):
+def _compare(left: tuple[int, ...], right: tuple[int, ...]) -> int:
     """-1, 0 or 1 comparing two version tuples part by part (missing parts count as 0)."""
     size = max(len(left), len(right))
     left, right = left + (0,) * (size - len(left)), right + (0,) * (size - len(right))
     return (left > right) - (left < right)
 
 
-def _version_bounds(expect, *keys):
+def _version_bounds(expect: Expect, *keys: str) -> tuple[dict[str, tuple[str, tuple[int, ...]]], Optional[Finding]]:
     """({key: (text, tuple)} of the version expectations given, ERROR finding naming a bad one or None)."""
     bounds = {}
     for key in keys:
-        text = expected(expect, key)
+        text = _expect.get(expect, key)
         if text is None:
             continue
         parsed = _version(text)
         if parsed is None:
-            return None, finding(ERROR, "expect.%s: %r is not a dotted version such as 535.104.05" % (key, text),
+            return {}, finding(ERROR, "expect.%s: %r is not a dotted version such as 535.104.05" % (key, text),
                                  remediation="Quote the version in hydra_expect.%s, e.g. \"535.104.05\"." % key)
         bounds[key] = (text, parsed)
     return bounds, None
 
 
-def _busy(gpu, expect):
+def _busy(gpu: Mapping[str, Any], expect: Expect) -> bool:
     util = gpu["utilization"]["gpu_pct"]
-    return util is not None and util >= expected(expect, BUSY_UTIL)
+    return util is not None and util >= _expect.get(expect, BUSY_UTIL)
 
 
-def _mode(text):
+def _mode(text: Optional[str]) -> Optional[str]:
     value = (text or "").strip().lower()
     return value if value in MODES else None
 
 
-def _models(gpus):
+def _models(gpus: Iterable[Mapping[str, Any]]) -> str:
     return ", ".join("%dx %s" % (count, name) for name, count in sorted(Counter(g["name"] for g in gpus).items()))
 
 
@@ -157,7 +159,7 @@ def _models(gpus):
 
 
 @check("driver.nvidia_smi", "nvidia-smi works", uses=("nvidia_smi", "nvidia_pci"))
-def nvidia_smi_works(probes, expect):
+def nvidia_smi_works(probes: Probes, expect: Expect) -> Finding:
     """Reads whether `nvidia-smi -q -x` ran and parsed, and the NVIDIA GPUs on the PCI bus.
 
     PASS when nvidia-smi answers; ERROR when it fails, hangs or returns unparsable XML (with its
@@ -169,16 +171,16 @@ def nvidia_smi_works(probes, expect):
     then reset the GPU or reboot.
     """
     smi, pci = probes["nvidia_smi"], probes["nvidia_pci"]
-    if smi["status"] == "ok":
+    if smi["status"] == READ_OK:
         data = smi["data"]
         return finding(PASS, "nvidia-smi answers: driver %s, %d GPU(s)" % (data["driver_version"], len(data["gpus"])),
                        details={"driver_version": data["driver_version"], "cuda_version": data["cuda_version"],
                                 "gpus": [gpu_ref(g) for g in data["gpus"]]})
-    if smi["status"] == "error":
+    if smi["status"] == READ_FAILED:
         return finding(ERROR, "nvidia-smi failed: %s" % smi["reason"],
                        remediation="Run `nvidia-smi` by hand; an error or hang usually means a GPU or driver fault: "
                                    "check the kernel log for XIDs, then reset the GPU or reboot the node.")
-    on_bus = pci["data"]["gpus"] if pci["status"] == "ok" else []
+    on_bus = pci["data"]["gpus"] if pci["status"] == READ_OK else []
     if on_bus:
         return finding(FAIL, "%d NVIDIA GPU(s) on the PCI bus (%s) but %s" % (
             len(on_bus), ", ".join(g["address"] for g in on_bus), smi["reason"]),
@@ -188,7 +190,7 @@ def nvidia_smi_works(probes, expect):
 
 
 @check("driver.version", "Driver version", requires=("nvidia_smi",))
-def driver_version(probes, expect):
+def driver_version(probes: Probes, expect: Expect) -> Finding:
     """Reads the driver version nvidia-smi reports, against `driver_min` / `driver_max`.
 
     Versions compare numerically part by part (535.104.05 > 535.54.03). FAIL outside the range;
@@ -201,16 +203,17 @@ def driver_version(probes, expect):
     bounds, bad = _version_bounds(expect, DRIVER_MIN, DRIVER_MAX)
     if bad:
         return bad
-    if _version(version) is None:
+    parsed = _version(version)
+    if parsed is None:
         status = WARN if bounds else SKIP
         return finding(status, "nvidia-smi reports no usable driver version (%r)" % version,
                        remediation="Check the driver installation (`nvidia-smi -q | head`)." if bounds else None)
     details = {"driver_version": version, "driver_min": bounds.get(DRIVER_MIN, (None,))[0],
                "driver_max": bounds.get(DRIVER_MAX, (None,))[0]}
-    if DRIVER_MIN in bounds and _compare(_version(version), bounds[DRIVER_MIN][1]) < 0:
+    if DRIVER_MIN in bounds and _compare(parsed, bounds[DRIVER_MIN][1]) < 0:
         return finding(FAIL, "driver %s is older than driver_min %s" % (version, bounds[DRIVER_MIN][0]), details,
                        remediation="Upgrade the NVIDIA driver to %s or newer." % bounds[DRIVER_MIN][0])
-    if DRIVER_MAX in bounds and _compare(_version(version), bounds[DRIVER_MAX][1]) > 0:
+    if DRIVER_MAX in bounds and _compare(parsed, bounds[DRIVER_MAX][1]) > 0:
         return finding(FAIL, "driver %s is newer than driver_max %s" % (version, bounds[DRIVER_MAX][0]), details,
                        remediation="Install a driver no newer than %s (or raise driver_max)." % bounds[DRIVER_MAX][0])
     where = " (within the expected range)" if bounds else " (no driver_min/driver_max expected)"
@@ -218,7 +221,7 @@ def driver_version(probes, expect):
 
 
 @check("driver.kernel_module", "Kernel module matches the driver", requires=("kernel_module",), uses=("nvidia_smi",))
-def kernel_module(probes, expect):
+def kernel_module(probes: Probes, expect: Expect) -> Finding:
     """Reads the loaded nvidia kernel module's version (/proc/driver/nvidia/version) and nvidia-smi's driver version.
 
     FAIL when they differ, or when nvidia-smi reports a driver/library version mismatch (the driver
@@ -233,13 +236,13 @@ def kernel_module(probes, expect):
     remedy = ("Reboot the node, or stop every GPU process and reload the module (`rmmod nvidia_uvm nvidia_drm "
               "nvidia_modeset nvidia && modprobe nvidia`), so the kernel module matches the installed driver.")
     details = {"kernel_module_version": module["version"], "source": module["source"]}
-    if smi["status"] == "error":
+    if smi["status"] == READ_FAILED:
         if "mismatch" in (smi["reason"] or "").lower():
             return finding(FAIL, "driver/library version mismatch (kernel module %s): %s" % (module["version"], smi["reason"]),
                            details, remediation=remedy)
         return finding(ERROR, "cannot compare: nvidia-smi failed: %s" % smi["reason"], details,
                        remediation="See driver.nvidia_smi.")
-    if smi["status"] == "absent":
+    if smi["status"] == READ_ABSENT:
         return finding(SKIP, "kernel module %s loaded, but %s" % (module["version"], smi["reason"]), details)
     user_space = smi["data"]["driver_version"]
     details["driver_version"] = user_space
@@ -250,7 +253,7 @@ def kernel_module(probes, expect):
 
 
 @check("cuda.driver_version", "CUDA version the driver supports", requires=("nvidia_smi",))
-def cuda_driver_version(probes, expect):
+def cuda_driver_version(probes: Probes, expect: Expect) -> Finding:
     """Reads the highest CUDA version the installed driver supports (nvidia-smi's cuda_version).
 
     Informational PASS; WARN when below `cuda_min` (applications built for a newer CUDA fail to
@@ -262,17 +265,18 @@ def cuda_driver_version(probes, expect):
     bounds, bad = _version_bounds(expect, CUDA_MIN)
     if bad:
         return bad
-    if _version(version) is None:
+    parsed = _version(version)
+    if parsed is None:
         return finding(SKIP, "nvidia-smi reports no CUDA version (%r)" % version)
     details = {"cuda_version": version, "cuda_min": bounds.get(CUDA_MIN, (None,))[0]}
-    if CUDA_MIN in bounds and _compare(_version(version), bounds[CUDA_MIN][1]) < 0:
+    if CUDA_MIN in bounds and _compare(parsed, bounds[CUDA_MIN][1]) < 0:
         return finding(WARN, "the driver supports CUDA up to %s, below cuda_min %s" % (version, bounds[CUDA_MIN][0]),
                        details, remediation="Upgrade the NVIDIA driver to one supporting CUDA %s." % bounds[CUDA_MIN][0])
     return finding(PASS, "the driver supports CUDA up to %s" % version, details)
 
 
 @check("gpu.nvml_available", "NVML usable from Python", requires=("nvidia_smi", "nvml"))
-def nvml_available(probes, expect):
+def nvml_available(probes: Probes, expect: Expect) -> Finding:
     """Reads whether pynvml (nvidia-ml-py) initialises NVML on this host.
 
     PASS when it does; WARN when it fails although nvidia-smi works (monitoring agents and tools
@@ -293,7 +297,7 @@ def nvml_available(probes, expect):
 
 
 @check("gpu.nvml_devices", "NVML lists the GPUs nvidia-smi sees", requires=("nvidia_smi", "nvml"))
-def nvml_devices(probes, expect):
+def nvml_devices(probes: Probes, expect: Expect) -> Finding:
     """Reads the devices NVML lists (name, UUID, PCI bus id) and those nvidia-smi lists.
 
     PASS when both list the same UUIDs; WARN when they differ; SKIP when NVML does not initialise
@@ -318,7 +322,7 @@ def nvml_devices(probes, expect):
 
 @check("runtime.gpu_passthrough", "GPUs on the PCI bus reach the driver",
        requires=("nvidia_pci", "nvidia_smi"), uses=("host",))
-def gpu_passthrough(probes, expect):
+def gpu_passthrough(probes: Probes, expect: Expect) -> Finding:
     """Reads the NVIDIA GPU functions in /sys/bus/pci, the GPUs nvidia-smi sees and whether this is a container, VM or WSL.
 
     FAIL when a GPU on the PCI bus is neither seen by the driver nor handed to a VM (vfio-pci):
@@ -330,7 +334,7 @@ def gpu_passthrough(probes, expect):
     """
     on_bus = probes["nvidia_pci"]["data"]["gpus"]
     gpus = _gpus(probes)
-    host = probes["host"]["data"] if probes["host"]["status"] == "ok" else {}
+    host = probes["host"]["data"] if probes["host"]["status"] == READ_OK else {}
     runtime = "container" if host.get("is_container") else "WSL" if host.get("is_wsl") else "VM" if host.get("is_vm") else None
     seen = set(pci_key(g["pci_bus_id"]) for g in gpus)
     unseen = [g for g in on_bus if pci_key(g["address"]) not in seen]
@@ -356,7 +360,7 @@ def gpu_passthrough(probes, expect):
 
 
 @check("gpu.count", "GPU count", uses=("nvidia_smi", "nvidia_pci"))
-def gpu_count(probes, expect):
+def gpu_count(probes: Probes, expect: Expect) -> Finding:
     """Reads the GPUs nvidia-smi lists, against `gpu_count`, and the NVIDIA GPUs on the PCI bus.
 
     FAIL when fewer or more GPUs are visible than expected, naming the missing count and the PCI
@@ -367,18 +371,18 @@ def gpu_count(probes, expect):
     Remediation: find the missing GPU in the kernel log (XID 79, init failures) and reseat or
     replace it; fix hydra_expect.gpu_count when the group's expectation is wrong.
     """
-    want = expected(expect, GPU_COUNT)
+    want = _expect.get(expect, GPU_COUNT)
     smi, pci = probes["nvidia_smi"], probes["nvidia_pci"]
-    if smi["status"] == "error":
+    if smi["status"] == READ_FAILED:
         return finding(ERROR, "cannot count GPUs: nvidia-smi failed: %s" % smi["reason"], remediation="See driver.nvidia_smi.")
-    if smi["status"] == "absent":
+    if smi["status"] == READ_ABSENT:
         if want is None:
             return finding(SKIP, smi["reason"])
         return finding(FAIL, "0 of %d expected GPUs visible: %s" % (want, smi["reason"]), {"expected": want, "seen": 0},
                        remediation="Install the NVIDIA driver, then re-run doctor.")
     gpus = smi["data"]["gpus"]
     seen_keys = set(pci_key(g["pci_bus_id"]) for g in gpus)
-    unseen = [g["address"] for g in (pci["data"]["gpus"] if pci["status"] == "ok" else [])
+    unseen = [g["address"] for g in (pci["data"]["gpus"] if pci["status"] == READ_OK else [])
               if pci_key(g["address"]) not in seen_keys]
     details = {"expected": want, "seen": len(gpus), "attached_gpus": smi["data"]["attached_gpus"],
                "gpus": [gpu_ref(g) for g in gpus], "pci_not_seen_by_driver": unseen}
@@ -396,7 +400,7 @@ def gpu_count(probes, expect):
 
 
 @check("gpu.model", "GPU model", uses=("nvidia_smi",))
-def gpu_model(probes, expect):
+def gpu_model(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's product name, against `gpu_model` (a case-insensitive substring such as "A100-SXM4-80GB").
 
     FAIL naming the GPUs whose name does not contain it, and when a model is expected but
@@ -405,12 +409,12 @@ def gpu_model(probes, expect):
 
     Remediation: move the host to the inventory group matching its GPUs, or fix hydra_expect.gpu_model.
     """
-    want = expected(expect, GPU_MODEL)
+    want = _expect.get(expect, GPU_MODEL)
     smi = probes["nvidia_smi"]
-    if smi["status"] == "error":
+    if smi["status"] == READ_FAILED:
         return finding(ERROR, "cannot read GPU models: nvidia-smi failed: %s" % smi["reason"],
                        remediation="See driver.nvidia_smi.")
-    if smi["status"] == "absent":
+    if smi["status"] == READ_ABSENT:
         if want is None:
             return finding(SKIP, smi["reason"])
         return finding(FAIL, "no GPU visible where %s GPUs are expected: %s" % (want, smi["reason"]),
@@ -434,7 +438,7 @@ def gpu_model(probes, expect):
 
 
 @check("gpu.persistence_mode", "Persistence mode", requires=("nvidia_smi",))
-def persistence_mode(probes, expect):
+def persistence_mode(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's persistence mode.
 
     WARN for GPUs with persistence mode Disabled: the driver tears the GPU state down whenever
@@ -463,7 +467,7 @@ def persistence_mode(probes, expect):
 
 
 @check("gpu.ecc_mode", "ECC mode", requires=("nvidia_smi",))
-def ecc_mode(probes, expect):
+def ecc_mode(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's current and pending ECC mode, against `ecc_mode`.
 
     WARN when pending differs from current (a GPU reset or reboot is needed to apply it); FAIL
@@ -502,7 +506,7 @@ def ecc_mode(probes, expect):
 
 
 @check("gpu.mig", "MIG mode", requires=("nvidia_smi",))
-def mig_mode(probes, expect):
+def mig_mode(probes: Probes, expect: Expect) -> Finding:
     """Reads each MIG-capable GPU's current and pending MIG mode and its MIG instances, against `mig_mode`.
 
     WARN when pending differs from current (a GPU reset is needed); FAIL when the current mode
@@ -542,7 +546,7 @@ def mig_mode(probes, expect):
 
 
 @check("gpu.ecc_errors", "ECC errors", requires=("nvidia_smi",))
-def ecc_errors(probes, expect):
+def ecc_errors(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's volatile (since driver load) and aggregate (lifetime) ECC counters, DRAM and SRAM.
 
     FAIL when an uncorrectable error is counted since the driver loaded (volatile, DRAM or SRAM);
@@ -555,7 +559,7 @@ def ecc_errors(probes, expect):
     errors recur. A lifetime count alone: check gpu.row_remap, then clear the counters with
     `nvidia-smi -p 1` once the event is understood.
     """
-    threshold = expected(expect, ECC_CORRECTABLE_WARN)
+    threshold = _expect.get(expect, ECC_CORRECTABLE_WARN)
     results = []
     for gpu in _gpus(probes):
         volatile, aggregate = gpu["ecc"]["volatile"], gpu["ecc"]["aggregate"]
@@ -582,7 +586,7 @@ def ecc_errors(probes, expect):
                     skip_message="no GPU reports ECC counters (ECC disabled or unsupported)")
 
 
-def _uncorrectable(counts, scope):
+def _uncorrectable(counts: Mapping[str, Any], scope: str) -> dict[str, int]:
     """Non-zero uncorrectable counts of one scope, by memory kind (the total where no split is reported)."""
     found = OrderedDict(("%s %s" % (scope, kind), counts["%s_uncorrectable" % kind.lower()])
                         for kind in ("DRAM", "SRAM") if counts["%s_uncorrectable" % kind.lower()])
@@ -591,12 +595,12 @@ def _uncorrectable(counts, scope):
     return found
 
 
-def _counts(found):
+def _counts(found: Mapping[str, int]) -> str:
     return ", ".join("%s %d" % (k, v) for k, v in found.items())
 
 
 @check("gpu.row_remap", "Row remapping / page retirement", requires=("nvidia_smi",))
-def row_remap(probes, expect):
+def row_remap(probes: Probes, expect: Expect) -> Finding:
     """Reads row remapping (Ampere and newer) or retired pages (older GPUs) of each GPU.
 
     Row remapping: FAIL on a remapping failure; WARN when a remap is pending (a GPU reset is
@@ -610,7 +614,7 @@ def row_remap(probes, expect):
     Remediation: reset the GPU to apply pending remaps/retirements; replace a GPU with a remap
     failure or too many retired pages.
     """
-    unc_warn, dbe_fail = expected(expect, ROW_REMAP_UNC_WARN), expected(expect, RETIRED_DBE_FAIL)
+    unc_warn, dbe_fail = _expect.get(expect, ROW_REMAP_UNC_WARN), _expect.get(expect, RETIRED_DBE_FAIL)
     results = []
     for gpu in _gpus(probes):
         remap, retired = gpu["remapped_rows"], gpu["retired_pages"]
@@ -645,9 +649,9 @@ def row_remap(probes, expect):
                         " (not reported while MIG is enabled)" if mig else ""))
 
 
-def _xid_info(code):
+def _xid_info(code: int) -> dict[str, Any]:
     mnemonic, action = xid_table.XID_CATALOG.get(code, (None, None))
-    severity = xid_table.SEVERITY_OVERRIDES.get(code) or xid_table.SEVERITY_BY_ACTION.get(action) or xid_table.WARNING
+    severity = xid_table.SEVERITY_OVERRIDES.get(code) or xid_table.SEVERITY_BY_ACTION.get(action or "") or xid_table.WARNING
     return {"mnemonic": mnemonic, "nvidia_action": action, "severity": severity,
             "description": xid_table.DESCRIPTIONS.get(code) or mnemonic or "not in NVIDIA's XID catalogue"}
 
@@ -667,7 +671,7 @@ _ACTION_ADVICE = OrderedDict((
 
 
 @check("gpu.xid_errors", "XID errors in the kernel log", requires=("kernel_log",), uses=("nvidia_smi",))
-def xid_errors(probes, expect):
+def xid_errors(probes: Probes, expect: Expect) -> Finding:
     """Reads the NVRM Xid lines of the kernel log within `xid_window_hours` (default 24) and maps each PCI address to its GPU.
 
     Each code is graded from NVIDIA's XID catalogue (kept as data in xid_table.py, with its
@@ -685,11 +689,11 @@ def xid_errors(probes, expect):
     smi = probes["nvidia_smi"]
     window = "last %d h" % log["window_hours"] if log["window_applied"] else "log since boot"
     if not log["xids"]:
-        if smi["status"] == "absent":
+        if smi["status"] == READ_ABSENT:
             return finding(SKIP, "no XID in the kernel log (%s) and no NVIDIA driver: %s" % (window, smi["reason"]))
         return finding(PASS, "no XID in the kernel log (%s, from %s)" % (window, log["source"]),
                        {"source": log["source"], "window_hours": log["window_hours"]})
-    by_pci = dict((pci_key(g["pci_bus_id"]), g) for g in (smi["data"]["gpus"] if smi["status"] == "ok" else []))
+    by_pci = dict((pci_key(g["pci_bus_id"]), g) for g in (smi["data"]["gpus"] if smi["status"] == READ_OK else []))
     groups = OrderedDict()
     for event in log["xids"]:
         key = (event["pci"], event["code"])
@@ -706,7 +710,7 @@ def xid_errors(probes, expect):
     details = {"source": log["source"], "window_hours": log["window_hours"], "window_applied": log["window_applied"],
                "gpus": entries, "xids_dropped": log["xids_dropped"]}
     if status == PASS:
-        codes = Counter()
+        codes: Counter[int] = Counter()
         for entry in entries:
             codes[entry["xid"]] += entry["count"]
         return finding(PASS, "no hardware XID (%s); %d application-level XID(s) listed: %s" % (
@@ -722,7 +726,7 @@ def xid_errors(probes, expect):
 
 
 @check("gpu.pcie_link", "PCIe link width and generation", requires=("nvidia_smi",))
-def pcie_link(probes, expect):
+def pcie_link(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's current and maximum PCIe link width and generation, and its utilization.
 
     A link below its width on a busy GPU (utilization at or above `gpu_busy_util_pct`, default
@@ -734,7 +738,7 @@ def pcie_link(probes, expect):
     Remediation: reseat the GPU or riser and check the slot; set hydra_expect.pcie_width when the
     slot is narrower by design.
     """
-    want_width, want_gen = expected(expect, PCIE_WIDTH), expected(expect, PCIE_GEN)
+    want_width, want_gen = _expect.get(expect, PCIE_WIDTH), _expect.get(expect, PCIE_GEN)
     results = []
     for gpu in _gpus(probes):
         link = gpu["pcie"]
@@ -767,7 +771,7 @@ def pcie_link(probes, expect):
 
 
 @check("gpu.pcie_replay", "PCIe replays", requires=("nvidia_smi",))
-def pcie_replay(probes, expect):
+def pcie_replay(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's PCIe replay counter and replay rollover counter (since driver load).
 
     WARN when replays exceed `pcie_replay_warn` (default 100) or the counter rolled over: the link
@@ -775,7 +779,7 @@ def pcie_replay(probes, expect):
 
     Remediation: reseat the GPU, riser or retimer cable; compare with the other GPUs of the host.
     """
-    threshold = expected(expect, PCIE_REPLAY_WARN)
+    threshold = _expect.get(expect, PCIE_REPLAY_WARN)
     results = []
     for gpu in _gpus(probes):
         replays, rollovers = gpu["pcie"]["replay_counter"], gpu["pcie"]["replay_rollover_counter"]
@@ -799,7 +803,7 @@ _THERMAL_REASONS = ("hw_thermal_slowdown", "sw_thermal_slowdown")
 
 
 @check("gpu.clock_throttle_reasons", "Clock throttle reasons", requires=("nvidia_smi",))
-def clock_throttle_reasons(probes, expect):
+def clock_throttle_reasons(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's active clock event (throttle) reasons.
 
     Idle, application-clock, display-clock, sync-boost and software power cap are benign (a GPU
@@ -833,7 +837,7 @@ def clock_throttle_reasons(probes, expect):
                     skip_message="no GPU reports clock event reasons")
 
 
-def _headroom(temp, limit_c, tlimit_threshold):
+def _headroom(temp: Mapping[str, Any], limit_c: Optional[float], tlimit_threshold: Optional[float]) -> Optional[float]:
     """Degrees left below a limit, from absolute temperatures or from T.Limit values."""
     if temp["gpu_c"] is not None and limit_c is not None:
         return limit_c - temp["gpu_c"]
@@ -843,7 +847,7 @@ def _headroom(temp, limit_c, tlimit_threshold):
 
 
 @check("gpu.temperature", "GPU temperature", requires=("nvidia_smi",))
-def temperature(probes, expect):
+def temperature(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's temperature against its own slowdown and maximum operating thresholds (or T.Limit margins).
 
     FAIL at or past the slowdown threshold (the hardware is cutting clocks); WARN at or past the
@@ -854,7 +858,7 @@ def temperature(probes, expect):
     Remediation: check fans, airflow, blanking panels and inlet temperature; move load off the GPU
     until it cools.
     """
-    warn_at = expected(expect, TEMPERATURE_WARN)
+    warn_at = _expect.get(expect, TEMPERATURE_WARN)
     results = []
     for gpu in _gpus(probes):
         temp = gpu["temperature"]
@@ -883,7 +887,7 @@ def temperature(probes, expect):
 
 
 @check("gpu.power", "Power limit", requires=("nvidia_smi",))
-def power(probes, expect):
+def power(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's power draw, enforced power limit and default power limit.
 
     WARN "power capped" when the enforced limit is below the default (someone ran `nvidia-smi
@@ -911,7 +915,7 @@ def power(probes, expect):
 
 
 @check("gpu.clocks", "Clocks", requires=("nvidia_smi",))
-def clocks(probes, expect):
+def clocks(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's SM clock against its maximum, and its application clocks against their defaults.
 
     WARN when application clocks were lowered below the default application clocks
@@ -947,7 +951,7 @@ def clocks(probes, expect):
 # ---------------------------------------------------------------- fabric
 
 
-def _by_uuid_or_index(gpus):
+def _by_uuid_or_index(gpus: Iterable[dict[str, Any]]) -> dict[Any, dict[str, Any]]:
     table = {}
     for gpu in gpus:
         table[gpu["uuid"]] = gpu
@@ -956,7 +960,7 @@ def _by_uuid_or_index(gpus):
 
 
 @check("gpu.nvlink", "NVLink links", requires=("nvidia_smi", "nvlink"))
-def nvlink(probes, expect):
+def nvlink(probes: Probes, expect: Expect) -> Finding:
     """Reads the state (and, from nvidia-smi, speed) of every NVLink link of every GPU.
 
     FAIL when some links of a GPU are inactive while others are up, or when an SXM GPU has no
@@ -975,9 +979,9 @@ def nvlink(probes, expect):
             continue
         gpu = known.get(linked["uuid"]) or known.get(linked["index"]) or {
             "index": linked["index"], "uuid": linked["uuid"], "name": linked["name"], "pci_bus_id": None}
-        down = [l["link"] for l in links if l["active"] is False]
-        unknown = [l["link"] for l in links if l["active"] is None]
-        speeds = sorted(set(l["speed_gbps"] for l in links if l["speed_gbps"] is not None))
+        down = [link["link"] for link in links if link["active"] is False]
+        unknown = [link["link"] for link in links if link["active"] is None]
+        speeds = sorted(set(link["speed_gbps"] for link in links if link["speed_gbps"] is not None))
         detail = _detail(gpu, links=len(links), inactive=down, unknown=unknown, speeds_gbps=speeds)
         if down and len(down) < len(links):
             results.append((FAIL, detail, "%d of %d links inactive (%s)" % (len(down), len(links), ", ".join(map(str, down)))))
@@ -999,7 +1003,7 @@ def nvlink(probes, expect):
 
 
 @check("gpu.fabric_manager", "Fabric Manager (NVSwitch systems)", requires=("nvidia_smi", "fabric_manager"))
-def fabric_manager(probes, expect):
+def fabric_manager(probes: Probes, expect: Expect) -> Finding:
     """Reads whether the nvidia-fabricmanager service is active and each GPU's fabric state and status.
 
     On NVSwitch systems: FAIL when the service is not active, or when a GPU reports a fabric

@@ -5,7 +5,7 @@
 
 A check is declared with @check(id, title, requires=..., uses=...). The
 function receives ``probes`` (probe name -> envelope, see _doctor.probes.catalogue)
-and ``expect`` (the host's hydra_expect dict) and returns
+and ``expect`` (the host's hydra_expect dict, read through _expect.get) and returns
 _results.finding(...). Its docstring is the rule shown in docs/checks.md:
 first line what it reads, the rest the PASS/WARN/FAIL rule.
 
@@ -20,18 +20,22 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import inspect
 import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Callable, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, SKIP, STATUSES
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, READ_ABSENT, READ_FAILED, SKIP, STATUSES
 
-_REGISTRY = []
-_EXPECTATIONS = {}
+Envelope = dict[str, Any]  # a probe's envelope: status (READ_OK / READ_ABSENT / READ_FAILED), data, reason, duration_ms
+Probes = dict[str, Envelope]  # probe name -> envelope, as a check receives them
+Expect = Mapping[str, Any]  # the host's hydra_expect (read values with _expect.get)
+Finding = dict[str, Any]  # what _results.finding returns
+CheckFunc = Callable[[Probes, Expect], Finding]
 
-# Accepted Python types per declared kind of expectation value.
-_KINDS = {"int": (int,), "number": (int, float), "str": (str,), "bool": (bool,), "list": (list,)}
+_REGISTRY: list["Check"] = []
 
 
 class Check:
-    def __init__(self, check_id, title, func, requires, uses):
+    def __init__(self, check_id: str, title: str, func: CheckFunc, requires: Iterable[str], uses: Iterable[str]) -> None:
         self.id = check_id
         self.title = title
         self.category = check_id.split(".", 1)[0]
@@ -41,16 +45,16 @@ class Check:
         self.rule = inspect.cleandoc(func.__doc__ or "")
 
     @property
-    def probes(self):
+    def probes(self) -> tuple[str, ...]:
         return self.requires + tuple(p for p in self.uses if p not in self.requires)
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         return {"id": self.id, "title": self.title, "category": self.category, "reads": list(self.probes), "rule": self.rule}
 
 
-def check(check_id, title, requires=(), uses=()):
+def check(check_id: str, title: str, requires: Iterable[str] = (), uses: Iterable[str] = ()) -> Callable[[CheckFunc], CheckFunc]:
     """Register a check function under a stable dotted id."""
-    def register(func):
+    def register(func: CheckFunc) -> CheckFunc:
         if any(c.id == check_id for c in _REGISTRY):
             raise ValueError("duplicate check id %s" % check_id)
         _REGISTRY.append(Check(check_id, title, func, requires, uses))
@@ -58,78 +62,46 @@ def check(check_id, title, requires=(), uses=()):
     return register
 
 
-def registered():
+def registered() -> list[Check]:
     return list(_REGISTRY)
 
 
-def expectation(key, kind, meaning, default=None):
-    """Declare a hydra_expect key a check reads, so typos and wrong types are caught up front."""
-    if kind not in _KINDS:
-        raise ValueError("unknown expectation kind %r" % kind)
-    _EXPECTATIONS[key] = {"kind": kind, "meaning": meaning, "default": default}
-    return key
-
-
-def expectations():
-    return dict(_EXPECTATIONS)
-
-
-def expected(expect, key):
-    """The host's expectation for key, or the declared default."""
-    value = expect.get(key)
-    return _EXPECTATIONS[key]["default"] if value is None else value
-
-
-def invalid_expectations(expect):
-    """One message per unknown key or wrongly typed value in an expect dict."""
-    problems = []
-    for key in sorted(expect or {}):
-        value = expect[key]
-        if key not in _EXPECTATIONS:
-            problems.append("expect: unknown key %r; accepted: %s" % (key, ", ".join(sorted(_EXPECTATIONS))))
-            continue
-        kind = _EXPECTATIONS[key]["kind"]
-        if value is not None and (not isinstance(value, _KINDS[kind]) or (kind != "bool" and isinstance(value, bool))):
-            problems.append("expect.%s: %r is not a %s" % (key, value, kind))
-    return problems
-
-
-def evaluate(chk, probes, expect):
+def evaluate(chk: Check, probes: Mapping[str, Envelope], expect: Expect) -> dict[str, Any]:
     """Run one check; never raises. Returns the full check record."""
     start = time.monotonic()
     record = _gate(chk, probes)
     if record is None:
         try:
-            record = chk.func(dict((name, probes[name]) for name in chk.probes), expect)
+            record = chk.func({name: probes[name] for name in chk.probes}, expect)
             if record.get("status") not in STATUSES:
                 raise ValueError("returned status %r" % record.get("status"))
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug in one check must not hide the others: report it as this check's ERROR.
             record = {"status": ERROR, "message": "check crashed: %s: %s" % (type(exc).__name__, exc), "details": {}, "remediation": None}
-    out = {"id": chk.id, "title": chk.title, "category": chk.category}
+    out: dict[str, Any] = {"id": chk.id, "title": chk.title, "category": chk.category}
     out.update(record)
     out["duration_ms"] = round((time.monotonic() - start) * 1000.0, 3)
     return out
 
 
-def _gate(chk, probes):
+def _gate(chk: Check, probes: Mapping[str, Envelope]) -> Optional[Finding]:
     for name in chk.requires:
         envelope = probes[name]
-        if envelope["status"] == "error":
+        if envelope["status"] == READ_FAILED:
             return {"status": ERROR, "message": "probe %s failed: %s" % (name, envelope["reason"]), "details": {}, "remediation": None}
-        if envelope["status"] == "absent":
+        if envelope["status"] == READ_ABSENT:
             return {"status": SKIP, "message": envelope["reason"], "details": {}, "remediation": None}
     return None
 
 
-def select(checks, only=None, exclude=None):
+def select(checks: Sequence[Check], only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None) -> list[Check]:
     """Checks whose id equals or starts with (at a dot) one of ``only``, minus ``exclude``."""
-    def matches(check_id, patterns):
+    def matches(check_id: str, patterns: Sequence[str]) -> bool:
         return any(check_id == p or check_id.startswith(p.rstrip(".") + ".") for p in patterns)
     chosen = [c for c in checks if not only or matches(c.id, only)]
     return [c for c in chosen if not exclude or not matches(c.id, exclude)]
 
 
-def unknown_patterns(checks, patterns):
+def unknown_patterns(checks: Sequence[Check], patterns: Optional[Sequence[str]]) -> list[str]:
     """Patterns that select no check at all: a typo must be an error, not an empty run."""
     return [p for p in patterns or () if not select(checks, only=[p])]

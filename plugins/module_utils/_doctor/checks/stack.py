@@ -7,55 +7,40 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-import re
+from collections.abc import Mapping
+from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import check, expectation, expected
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
+from ansible_collections.continuum.hydra.plugins.module_utils._host.versions import major_version, matches_prefix, version_tuple
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_ABSENT, READ_OK, SKIP, WARN
 
 MIN_PYTHON = (3, 9)
 
-TORCH_REQUIRED = expectation("torch_required", "bool",
-                             "whether PyTorch must be installed; unset: expected where nvidia-smi lists GPUs")
-TORCH_VERSION = expectation("torch_version", "str", "expected PyTorch version prefix, e.g. `2.5` or `2.5.1`")
-TORCH_CUDA_VERSION = expectation("torch_cuda_version", "str", "expected CUDA version of the PyTorch build, e.g. `12.4`")
+TORCH_REQUIRED = _expect.key("torch_required")
+TORCH_VERSION = _expect.key("torch_version")
+TORCH_CUDA_VERSION = _expect.key("torch_cuda_version")
 
 
 # ---------------------------------------------------------------- helpers
 
-def version_tuple(text):
-    """"12.4" / "2.5.1+cu124" -> (12, 4) / (2, 5, 1); None when there is no leading number."""
-    match = re.match(r"^(\d+(?:\.\d+)*)", str(text or ""))
-    return tuple(int(p) for p in match.group(1).split(".")) if match else None
-
-
-def major_version(text):
-    parsed = version_tuple(text)
-    return parsed[0] if parsed else None
-
-
-def matches_prefix(version, prefix):
-    """Whether version "2.5.1+cu124" is of release line "2.5" (whole components, not characters)."""
-    have, want = version_tuple(version), version_tuple(prefix)
-    return have is not None and want is not None and have[:len(want)] == want
-
-
-def nvidia_gpu_count(probes):
+def nvidia_gpu_count(probes: Mapping[str, Any]) -> Optional[int]:
     """GPUs nvidia-smi lists: an int (0 when there is no nvidia-smi), None when it failed."""
     smi = probes.get("nvidia_smi") or {}
-    if smi.get("status") == "ok":
+    if smi.get("status") == READ_OK:
         return len((smi.get("data") or {}).get("gpus") or [])
-    if smi.get("status") == "absent":
+    if smi.get("status") == READ_ABSENT:
         return 0
     return None
 
 
-def driver_cuda_version(probes):
+def driver_cuda_version(probes: Mapping[str, Any]) -> Optional[str]:
     smi = probes.get("nvidia_smi") or {}
-    return (smi.get("data") or {}).get("cuda_version") if smi.get("status") == "ok" else None
+    return (smi.get("data") or {}).get("cuda_version") if smi.get("status") == READ_OK else None
 
 
-def torch_unusable(torch):
+def torch_unusable(torch: Mapping[str, Any]) -> Optional[Finding]:
     """A SKIP finding when torch cannot be judged further (not installed / does not import), else None."""
     if not torch.get("installed"):
         return finding(SKIP, "PyTorch is not installed for %s" % torch.get("python"))
@@ -64,14 +49,14 @@ def torch_unusable(torch):
     return None
 
 
-def torch_label(torch):
+def torch_label(torch: Mapping[str, Any]) -> str:
     return "torch %s" % torch.get("version")
 
 
 # ---------------------------------------------------------------- environment
 
 @check("environment.python_version", "Python version of the target", requires=("host",))
-def python_version(probes, expect):
+def python_version(probes: Probes, expect: Expect) -> Finding:
     """Reads the version and path of the Python running the module.
 
     FAIL when it is older than 3.9 (the oldest the collection supports) or unreadable; PASS otherwise,
@@ -91,7 +76,7 @@ def python_version(probes, expect):
 
 
 @check("environment.venv", "Isolated Python environment", requires=("host",), uses=("torch",))
-def venv(probes, expect):
+def venv(probes: Probes, expect: Expect) -> Finding:
     """Reads the prefix of the interpreter that runs PyTorch (`torch_python`, else the module's own).
 
     PASS for a virtualenv, a conda environment, or any interpreter inside a container (the image is the
@@ -99,7 +84,7 @@ def venv(probes, expect):
     Remediation: create a virtualenv (`python3 -m venv`) or conda environment for ML work and set `torch_python`.
     """
     host = probes["host"]["data"]
-    torch = probes["torch"]["data"] if probes["torch"]["status"] == "ok" else None
+    torch = probes["torch"]["data"] if probes["torch"]["status"] == READ_OK else None
     if torch:
         python, prefix, base, conda = torch.get("python"), torch.get("prefix"), torch.get("base_prefix"), torch.get("conda")
     else:
@@ -119,7 +104,7 @@ def venv(probes, expect):
 
 
 @check("environment.runtime", "Runtime: container, WSL or VM", requires=("host",))
-def runtime(probes, expect):
+def runtime(probes: Probes, expect: Expect) -> Finding:
     """Reads the host probe's container, WSL and hypervisor detection (/.dockerenv, /run/.containerenv,
     /proc/1/cgroup, KUBERNETES_SERVICE_HOST, the CPU hypervisor flag, DMI vendor and product).
 
@@ -142,7 +127,7 @@ def runtime(probes, expect):
 # ---------------------------------------------------------------- CUDA
 
 @check("cuda.toolkit_nvcc", "CUDA toolkit (nvcc)", requires=("nvcc",), uses=("nvidia_smi", "torch"))
-def toolkit_nvcc(probes, expect):
+def toolkit_nvcc(probes: Probes, expect: Expect) -> Finding:
     """Reads `nvcc --version` (nvcc on PATH, else /usr/local/cuda/bin), the driver's CUDA version from
     nvidia-smi and the CUDA version of the PyTorch build.
 
@@ -155,11 +140,12 @@ def toolkit_nvcc(probes, expect):
     release = nvcc.get("release")
     details = {"path": nvcc.get("path"), "release": release, "version": nvcc.get("version"), "build": nvcc.get("build")}
     driver = driver_cuda_version(probes)
-    torch = probes["torch"]["data"] if probes["torch"]["status"] == "ok" else {}
+    torch = probes["torch"]["data"] if probes["torch"]["status"] == READ_OK else {}
     torch_cuda = torch.get("cuda_build")
     major = major_version(release)
     problems = []
-    if major is not None and major_version(driver) is not None and major > major_version(driver):
+    driver_major = major_version(driver)
+    if major is not None and driver_major is not None and major > driver_major:
         problems.append("newer than the driver's CUDA %s" % driver)
     if major is not None and major_version(torch_cuda) is not None and major != major_version(torch_cuda):
         problems.append("major version differs from torch's CUDA %s (CUDA extensions will not build)" % torch_cuda)
@@ -172,7 +158,7 @@ def toolkit_nvcc(probes, expect):
 
 
 @check("cuda.torch_cuda_version", "CUDA version of the PyTorch build", requires=("torch",))
-def torch_cuda_version(probes, expect):
+def torch_cuda_version(probes: Probes, expect: Expect) -> Finding:
     """Reads `torch.version.cuda` (and `torch.version.hip`) from the torch probe.
 
     PASS naming the CUDA version torch was built for; WARN when `torch_cuda_version` is expected and the
@@ -184,7 +170,7 @@ def torch_cuda_version(probes, expect):
     unusable = torch_unusable(torch)
     if unusable:
         return unusable
-    build, want = torch.get("cuda_build"), expected(expect, TORCH_CUDA_VERSION)
+    build, want = torch.get("cuda_build"), _expect.get(expect, TORCH_CUDA_VERSION)
     details = {"torch_version": torch.get("version"), "cuda_build": build, "hip_build": torch.get("hip_build"),
                "expected": want}
     remediation = "install the torch wheel built for CUDA %s" % want
@@ -199,7 +185,7 @@ def torch_cuda_version(probes, expect):
 
 
 @check("cuda.driver_cuda_compat", "Driver supports torch's CUDA", requires=("torch",), uses=("nvidia_smi",))
-def driver_cuda_compat(probes, expect):
+def driver_cuda_compat(probes: Probes, expect: Expect) -> Finding:
     """Reads the CUDA version torch was built for and the highest CUDA version the driver supports
     (`cuda_version` of nvidia-smi).
 
@@ -233,7 +219,7 @@ def driver_cuda_compat(probes, expect):
 
 
 @check("cuda.runtime_hint", "What to do about CUDA for PyTorch", requires=("torch",), uses=("nvidia_smi",))
-def runtime_hint(probes, expect):
+def runtime_hint(probes: Probes, expect: Expect) -> Finding:
     """Reads the torch probe (build, `cuda.is_available()`, CUDA initialisation warnings,
     CUDA_VISIBLE_DEVICES) and the number of GPUs nvidia-smi lists, and gives one actionable line.
 
@@ -269,7 +255,8 @@ def runtime_hint(probes, expect):
         return finding(WARN, "CUDA_VISIBLE_DEVICES=%r hides every GPU from torch: unset it or list the GPUs" % visible,
                        details, remediation="unset CUDA_VISIBLE_DEVICES or set it to the GPU indices or UUIDs to use")
     reason = torch.get("cuda_error") or next(iter(torch.get("cuda_warnings") or []), None) or "torch.cuda.is_available() is False"
-    if "too old" in reason.lower() or (driver and version_tuple(build) and version_tuple(driver) and version_tuple(build)[:2] > version_tuple(driver)[:2]):
+    built_for, supported = version_tuple(build), version_tuple(driver)
+    if "too old" in reason.lower() or (driver and built_for and supported and built_for[:2] > supported[:2]):
         return finding(WARN, "the driver (CUDA %s) is too old for %s built for CUDA %s: upgrade the driver or install %s"
                        % (driver, torch_label(torch), build, wheel), details,
                        remediation="upgrade the NVIDIA driver, or install %s" % wheel)
@@ -280,7 +267,7 @@ def runtime_hint(probes, expect):
 # ---------------------------------------------------------------- PyTorch
 
 @check("pytorch.installed", "PyTorch installed and importable", requires=("torch",), uses=("nvidia_smi",))
-def installed(probes, expect):
+def installed(probes: Probes, expect: Expect) -> Finding:
     """Reads whether `import torch` works in the torch interpreter (`torch_python`, else the module's Python).
 
     PASS when torch imports; FAIL when it is installed but fails to import (a broken install), or when
@@ -298,7 +285,7 @@ def installed(probes, expect):
                        remediation="reinstall torch in that environment (pip install --force-reinstall torch) and check its CUDA libraries")
     if torch.get("installed"):
         return finding(PASS, "%s (Python %s at %s)" % (torch_label(torch), torch.get("python_version"), python), details)
-    required = expected(expect, TORCH_REQUIRED)
+    required = _expect.get(expect, TORCH_REQUIRED)
     remediation = "pip install torch in the training environment, and set torch_python to its interpreter"
     if required:
         return finding(FAIL, "PyTorch is not installed for %s (torch_required)" % python, details, remediation=remediation)
@@ -310,7 +297,7 @@ def installed(probes, expect):
 
 
 @check("pytorch.cuda_available", "torch.cuda.is_available()", requires=("torch",), uses=("nvidia_smi",))
-def cuda_available(probes, expect):
+def cuda_available(probes: Probes, expect: Expect) -> Finding:
     """Reads `torch.cuda.is_available()` and `device_count()` and the number of GPUs nvidia-smi lists.
 
     PASS when CUDA is available; FAIL when it is not on a host where nvidia-smi lists NVIDIA GPUs;
@@ -338,7 +325,7 @@ def cuda_available(probes, expect):
 
 
 @check("pytorch.cuda_version", "PyTorch version and CUDA libraries", requires=("torch",))
-def pytorch_cuda_version(probes, expect):
+def pytorch_cuda_version(probes: Probes, expect: Expect) -> Finding:
     """Reads the torch version, its CUDA build and the cuDNN version torch loads.
 
     WARN when `torch_version` is expected and the installed version is of another release line, or when
@@ -351,7 +338,7 @@ def pytorch_cuda_version(probes, expect):
     if unusable:
         return unusable
     version, build, cudnn = torch.get("version"), torch.get("cuda_build"), torch.get("cudnn_version")
-    want = expected(expect, TORCH_VERSION)
+    want = _expect.get(expect, TORCH_VERSION)
     details = {"version": version, "cuda_build": build, "cudnn_version": cudnn, "expected": want}
     summary = "torch %s, CUDA %s, cuDNN %s" % (version, build or "none (CPU-only)", cudnn or "none")
     if want and not matches_prefix(version, want):
@@ -364,7 +351,7 @@ def pytorch_cuda_version(probes, expect):
 
 
 @check("gpu.device_properties", "GPUs as PyTorch sees them", requires=("torch",), uses=("nvidia_smi",))
-def device_properties(probes, expect):
+def device_properties(probes: Probes, expect: Expect) -> Finding:
     """Reads `torch.cuda.get_device_properties(i)` of every device: name, compute capability, total memory,
     multiprocessor count, UUID and PCI bus id.
 
@@ -404,11 +391,11 @@ def device_properties(probes, expect):
 
 # ---------------------------------------------------------------- NCCL
 
-def _is_true(value):
+def _is_true(value: str) -> bool:
     return value.strip().lower() in ("1", "true", "yes", "on")
 
 
-def _is_false(value):
+def _is_false(value: str) -> bool:
     return value.strip().lower() in ("0", "false", "no", "off")
 
 
@@ -431,7 +418,7 @@ RISKY_NCCL = (
 
 
 @check("nccl.env_config", "NCCL environment settings", requires=("host",), uses=("infiniband",))
-def env_config(probes, expect):
+def env_config(probes: Probes, expect: Expect) -> Finding:
     """Reads the NCCL_* and TORCH_NCCL_* variables of the module's environment, then ~/.nccl.conf
     (or NCCL_CONF_FILE) and /etc/nccl.conf, in NCCL's own order of precedence.
 
@@ -444,7 +431,7 @@ def env_config(probes, expect):
     """
     settings = probes["host"]["data"].get("nccl_settings") or {}
     ib = probes["infiniband"]
-    has_ib = ib.get("status") == "ok" and bool((ib.get("data") or {}).get("ports"))
+    has_ib = ib.get("status") == READ_OK and bool((ib.get("data") or {}).get("ports"))
     risky = []
     for name, is_risky, why in RISKY_NCCL:
         setting = settings.get(name)
@@ -465,7 +452,7 @@ def env_config(probes, expect):
 
 
 @check("nccl.torch_backend", "NCCL backend of torch.distributed", requires=("torch",), uses=("nvidia_smi",))
-def torch_backend(probes, expect):
+def torch_backend(probes: Probes, expect: Expect) -> Finding:
     """Reads `torch.distributed.is_available()`, `is_nccl_available()` and `torch.cuda.nccl.version()`.
 
     PASS naming the NCCL version; FAIL when torch has CUDA devices but no NCCL backend (multi-GPU

@@ -7,34 +7,34 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import check, expectation, expected
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.system import DEFAULT_DISK_PATHS
+from collections.abc import Iterable, Mapping
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_OK, SKIP, WARN
 
 GIB = 2.0 ** 30
 
-DEV_SHM_MIN_GB = expectation("dev_shm_min_gb", "number", "minimum /dev/shm size in GiB (NGC containers use --shm-size=1g)", default=1)
-CGROUP_LIMIT_FRACTION = expectation(
-    "cgroup_limit_warn_fraction", "number",
-    "WARN when this process's cgroup memory or CPU limit is below this fraction of the host's RAM / CPUs (0 turns it off)",
-    default=0.5)
-EDAC_CE_WARN = expectation("edac_ce_warn", "int", "corrected host memory (EDAC) errors per memory controller before WARN", default=100)
-NUMA_NODES = expectation("numa_nodes", "int", "expected number of NUMA nodes with CPUs (BIOS NPS / SNC setting)")
-DISK_PATHS = expectation("disk_paths", "list", "paths whose filesystems system.disk_space measures", default=DEFAULT_DISK_PATHS)
-DISK_MIN_FREE_GB = expectation("disk_min_free_gb", "number", "free space in GiB below which a disk path is WARN")
-IB_RATE_GBPS = expectation("ib_rate_gbps", "number", "minimum rate of every InfiniBand port in Gb/s (e.g. 400 for NDR)")
-IB_DEVICES = expectation("ib_devices", "list", "RDMA devices network.ib_ports judges (default: all under /sys/class/infiniband)")
+DEV_SHM_MIN_GB = _expect.key("dev_shm_min_gb")
+CGROUP_LIMIT_FRACTION = _expect.key("cgroup_limit_warn_fraction")
+EDAC_CE_WARN = _expect.key("edac_ce_warn")
+NUMA_NODES = _expect.key("numa_nodes")
+DISK_PATHS = _expect.key("disk_paths")
+DISK_MIN_FREE_GB = _expect.key("disk_min_free_gb")
+IB_RATE_GBPS = _expect.key("ib_rate_gbps")
+IB_DEVICES = _expect.key("ib_devices")
 
 
-def gib(value):
+def gib(value: Optional[float]) -> str:
     return "%.1f GiB" % (value / GIB) if value is not None else "unknown"
 
 
 # ---------------------------------------------------------------- /dev/shm
 
 @check("system.dev_shm", "/dev/shm size", requires=("dev_shm",))
-def dev_shm(probes, expect):
+def dev_shm(probes: Probes, expect: Expect) -> Finding:
     """Reads the size and free space of /dev/shm (statvfs).
 
     NCCL's shared-memory transport and PyTorch DataLoader workers allocate there; Docker's default
@@ -51,7 +51,7 @@ def dev_shm(probes, expect):
     if not shm.get("exists"):
         return finding(FAIL, "%s does not exist" % shm.get("path"), shm, remediation=remediation)
     size, free = shm["size_bytes"], shm["free_bytes"]
-    minimum = float(expected(expect, DEV_SHM_MIN_GB)) * GIB
+    minimum = float(_expect.get(expect, DEV_SHM_MIN_GB)) * GIB
     details = dict(shm, min_bytes=int(minimum))
     if size < minimum / 4:
         return finding(FAIL, "/dev/shm is %s, far below the %s NCCL and DataLoader workers need" % (_mib(size), gib(minimum)),
@@ -65,14 +65,14 @@ def dev_shm(probes, expect):
     return finding(PASS, "/dev/shm is %s (%s free)" % (gib(size), gib(free)), details)
 
 
-def _mib(value):
+def _mib(value: float) -> str:
     return "%d MiB" % round(value / 2.0 ** 20)
 
 
 # ---------------------------------------------------------------- cgroups
 
 @check("system.cgroups", "cgroup version, controllers and limits", requires=("cgroups",), uses=("host",))
-def cgroups(probes, expect):
+def cgroups(probes: Probes, expect: Expect) -> Finding:
     """Reads the cgroup version (v1, v2 or hybrid, from /proc/self/mountinfo), the controllers available
     (v1 mount options, v2 cgroup.controllers) and the strictest memory and CPU limits on this process's
     cgroup path (v2 memory.max and cpu.max; v1 memory.limit_in_bytes and cpu.cfs_quota_us / cfs_period_us).
@@ -83,8 +83,8 @@ def cgroups(probes, expect):
     Remediation: raise the limit of the job's cgroup (Slurm cgroup.conf, Kubernetes resources, systemd slice) or enable the missing controller.
     """
     cg = probes["cgroups"]["data"]
-    host = (probes["host"]["data"] or {}) if probes["host"]["status"] == "ok" else {}
-    fraction = float(expected(expect, CGROUP_LIMIT_FRACTION))
+    host = (probes["host"]["data"] or {}) if probes["host"]["status"] == READ_OK else {}
+    fraction = float(_expect.get(expect, CGROUP_LIMIT_FRACTION))
     ram, cpus = host.get("memory_total_bytes"), host.get("logical_cpus")
     details = dict(cg, host_memory_bytes=ram, host_cpus=cpus, warn_fraction=fraction)
     problems = []
@@ -109,7 +109,7 @@ def cgroups(probes, expect):
 # ---------------------------------------------------------------- EDAC
 
 @check("system.memory_errors", "Host memory ECC errors (EDAC)", requires=("edac",))
-def memory_errors(probes, expect):
+def memory_errors(probes: Probes, expect: Expect) -> Finding:
     """Reads ce_count and ue_count of every EDAC memory controller (/sys/devices/system/edac/mc/mc*)
     and the DIMMs (dimm*/rank*) that have errors.
 
@@ -119,13 +119,13 @@ def memory_errors(probes, expect):
     Remediation: drain the node and replace the DIMM named (dimm_label), then reset the counters.
     """
     controllers = probes["edac"]["data"]["controllers"]
-    limit = expected(expect, EDAC_CE_WARN)
+    limit = _expect.get(expect, EDAC_CE_WARN)
     details = {"controllers": controllers, "ce_warn": limit}
     ue = [c for c in controllers if c["ue_count"] > 0]
     ce = [c for c in controllers if c["ce_count"] > limit]
     remediation = "drain the node and replace the DIMM named in details (dimm_label), then reset the EDAC counters"
 
-    def where(mcs, key):
+    def where(mcs: Iterable[Mapping[str, Any]], key: str) -> str:
         parts = []
         for mc in mcs:
             dimms = [d["label"] or d["name"] for d in mc["dimms_with_errors"] if (d.get(key) or 0) > 0]
@@ -143,7 +143,7 @@ def memory_errors(probes, expect):
 # ---------------------------------------------------------------- NUMA
 
 @check("system.numa", "NUMA layout", requires=("numa",))
-def numa(probes, expect):
+def numa(probes: Probes, expect: Expect) -> Finding:
     """Reads the CPUs (cpulist) and memory (meminfo MemTotal) of every node under /sys/devices/system/node.
 
     WARN when a node has CPUs but no memory (every allocation of its CPUs is remote), when nodes with
@@ -155,7 +155,7 @@ def numa(probes, expect):
     """
     nodes = probes["numa"]["data"]["nodes"]
     with_cpus = [n for n in nodes if n["cpu_count"]]
-    details = {"nodes": nodes, "expected_nodes": expected(expect, NUMA_NODES)}
+    details = {"nodes": nodes, "expected_nodes": _expect.get(expect, NUMA_NODES)}
     problems = []
     memoryless = [n["node"] for n in with_cpus if not n["memory_total_bytes"]]
     if memoryless:
@@ -169,7 +169,7 @@ def numa(probes, expect):
                 problems.append("node %d has %s of memory, the largest %s" % (n["node"], gib(n["memory_total_bytes"]), gib(most_mem)))
             if n["cpu_count"] < most_cpu / 2.0:
                 problems.append("node %d has %d CPUs, the largest %d" % (n["node"], n["cpu_count"], most_cpu))
-    want = expected(expect, NUMA_NODES)
+    want = _expect.get(expect, NUMA_NODES)
     if want is not None and len(with_cpus) != want:
         problems.append("%d node(s) with CPUs, expected %d" % (len(with_cpus), want))
     layout = ", ".join("node %d: %d CPUs %s" % (n["node"], n["cpu_count"], gib(n["memory_total_bytes"])) for n in nodes)
@@ -182,7 +182,7 @@ def numa(probes, expect):
 # ---------------------------------------------------------------- disk space
 
 @check("system.disk_space", "Free disk space", requires=("disk_space",))
-def disk_space(probes, expect):
+def disk_space(probes: Probes, expect: Expect) -> Finding:
     """Reads free space and free inodes (statvfs, as available to non-root users) of each of
     `disk_paths` (default / and /tmp) that exists.
 
@@ -192,7 +192,7 @@ def disk_space(probes, expect):
     Remediation: free space on the path named (old checkpoints, container images, caches such as ~/.cache/pip and ~/.cache/torch).
     """
     data = probes["disk_space"]["data"]
-    min_free = expected(expect, DISK_MIN_FREE_GB)
+    min_free = _expect.get(expect, DISK_MIN_FREE_GB)
     failed, warned = [], []
     for entry in data["paths"]:
         size, free = entry["size_bytes"], entry["free_bytes"]
@@ -226,7 +226,7 @@ def disk_space(probes, expect):
 # ---------------------------------------------------------------- clock
 
 @check("system.time_sync", "Clock synchronised (NTP)", requires=("time_sync",))
-def time_sync(probes, expect):
+def time_sync(probes: Probes, expect: Expect) -> Finding:
     """Reads `timedatectl show -p NTPSynchronized`, else `chronyc tracking`, else the kernel's NTP state
     (adjtimex: maximum error below 16 s, what timedatectl itself reports).
 
@@ -250,7 +250,7 @@ def time_sync(probes, expect):
 # ---------------------------------------------------------------- InfiniBand
 
 @check("network.ib_ports", "InfiniBand / RDMA ports", requires=("infiniband",))
-def ib_ports(probes, expect):
+def ib_ports(probes: Probes, expect: Expect) -> Finding:
     """Reads state, phys_state, rate and link_layer of every port under /sys/class/infiniband
     (only the devices in `ib_devices` when set).
 
@@ -264,8 +264,9 @@ def ib_ports(probes, expect):
     Remediation: check the cable and transceiver, the switch port and the subnet manager (`ibstat`, `iblinkinfo`), then reseat or replace.
     """
     ports = probes["infiniband"]["data"]["ports"]
-    wanted, min_rate = expected(expect, IB_DEVICES), expected(expect, IB_RATE_GBPS)
-    problems_fail, problems_warn = [], []
+    wanted, min_rate = _expect.get(expect, IB_DEVICES), _expect.get(expect, IB_RATE_GBPS)
+    problems_fail: list[str] = []
+    problems_warn: list[str] = []
     if wanted:
         present = set(p["device"] for p in ports)
         problems_warn.extend("%s does not exist" % d for d in wanted if d not in present)

@@ -14,8 +14,11 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from ansible_collections.continuum.hydra.plugins.module_utils import _status
+
+# An XID's severity (details.gpus[].severity of gpu.xid_errors). "warning" is spelt once, in the status module, where it is a host verdict.
 CRITICAL = "critical"
-WARNING = "warning"
+WARNING = _status.WARNING
 INFO = "info"
 
 XID_CATALOG = {

@@ -3,8 +3,8 @@
 
 """GPU and driver probes: nvidia-smi, NVML, PCI functions, kernel module, kernel log, NVLink, Fabric Manager.
 
-Each probe reads, never judges; parsing lives in the pure modules
-nvidia_smi.py, xid.py and pci.py. Probes that read /sys or /proc take a
+Each probe reads, never judges; reading and parsing live in _host (gpus/nvidia_smi.py, gpus/nvml.py, pci.py)
+and xid.py. Probes that read /sys or /proc take a
 ``root`` keyword so tests can lay out a tree under a temporary directory.
 
 Note that this module util is **PRIVATE** to the collection. It can have
@@ -14,12 +14,17 @@ breaking changes at any time. Do not use it from other collections or roles.
 import datetime
 import os
 import re
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import parse_gpu_uuids, parse_xid_lines, since
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, call_with_timeout
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import NvidiaSmiParseError, parse_nvidia_smi, parse_nvlink_status
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command, files
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvml
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi, first_line, parse_nvlink_status, read_gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_nvidia_functions
+
+Options = Mapping[str, Any]
 
 ROOT = "/"
 XID_WINDOW_HOURS = 24
@@ -28,98 +33,33 @@ MAX_XID_EVENTS = 500
 FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager"
 
 
-def _first_line(*texts):
-    for text in texts:
-        for line in (text or "").splitlines():
-            if line.strip():
-                return line.strip()
-    return "no output"
+_first_line = first_line
 
 
-def _nvidia_smi(options):
-    """Absolute path of nvidia-smi; ProbeAbsent when not installed, ProbeError when an explicit path is unusable."""
-    override = options.get("nvidia_smi_path")
-    if override:
-        if not os.path.exists(override):
-            raise ProbeError("nvidia_smi_path %s does not exist" % override)
-        if os.path.isdir(override) or not os.access(override, os.X_OK):
-            raise ProbeError("nvidia_smi_path %s is not an executable file (permission denied)" % override)
-        return override
-    path = command.find_binary("nvidia-smi")
-    if not path:
-        raise ProbeAbsent("nvidia-smi not found on PATH (no NVIDIA driver installed?)")
-    return path
+def _nvidia_smi(options: Options) -> str:
+    """Absolute path of nvidia-smi (option nvidia_smi_path, else PATH); see _host.gpus.nvidia_smi.find_nvidia_smi."""
+    return find_nvidia_smi(options.get("nvidia_smi_path"))
 
 
-def probe_nvidia_smi(options):
+def probe_nvidia_smi(options: Options) -> dict[str, Any]:
     """``nvidia-smi -q -x``, once per run, parsed: every GPU field the checks judge."""
-    binary = _nvidia_smi(options)
-    rc, out, err = command.run([binary, "-q", "-x"], options["timeouts"]["nvidia_smi"])
-    if rc != 0:
-        raise ProbeError("nvidia-smi -q -x exited with rc %s: %s" % (rc, _first_line(err, out)))
-    try:
-        return parse_nvidia_smi(out)
-    except NvidiaSmiParseError as exc:
-        raise ProbeError("nvidia-smi returned unparsable XML: %s" % exc)
+    return read_gpus(_nvidia_smi(options), options["timeouts"]["nvidia_smi"])
 
 
-def _as_text(value):
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+def _nvml_session(options: Options, work: Callable[[Any], Any]) -> tuple[bool, Any]:
+    """An NVML session bounded by timeouts.nvidia_smi: (available, value_or_error_text)."""
+    return nvml.session(work, options["timeouts"]["nvidia_smi"])
 
 
-def _nvml_session(options, work):
-    """Import pynvml, init, run work(pynvml), always shut down.
-
-    Returns (available, value_or_error_text). ProbeAbsent when pynvml is not installed.
-    """
-    try:
-        import pynvml  # pylint: disable=import-outside-toplevel
-    except ImportError:
-        raise ProbeAbsent("pynvml (nvidia-ml-py) is not installed")
-
-    def session():
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as exc:
-            # No driver, or a driver/library mismatch: that is data, not a probe failure.
-            return False, "%s: %s" % (type(exc).__name__, exc)
-        try:
-            return True, work(pynvml)
-        finally:
-            try:
-                pynvml.nvmlShutdown()
-            except pynvml.NVMLError:
-                pass
-
-    try:
-        return call_with_timeout(session, options["timeouts"]["nvidia_smi"], "NVML")
-    except pynvml.NVMLError as exc:
-        raise ProbeError("NVML query failed: %s: %s" % (type(exc).__name__, exc))
-
-
-def _nvml_devices(pynvml):
-    devices = []
-    for index in range(pynvml.nvmlDeviceGetCount()):
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        devices.append({
-            "index": index,
-            "name": _as_text(pynvml.nvmlDeviceGetName(handle)),
-            "uuid": _as_text(pynvml.nvmlDeviceGetUUID(handle)),
-            "pci_bus_id": _as_text(pynvml.nvmlDeviceGetPciInfo(handle).busId),
-        })
-    return {"driver_version": _as_text(pynvml.nvmlSystemGetDriverVersion()), "device_count": len(devices),
-            "devices": devices}
-
-
-def probe_nvml(options):
+def probe_nvml(options: Options) -> dict[str, Any]:
     """NVML through pynvml: whether it initialises here and which devices it lists."""
-    available, value = _nvml_session(options, _nvml_devices)
+    available, value = _nvml_session(options, nvml.devices)
     if not available:
         return {"available": False, "error": value, "driver_version": None, "device_count": None, "devices": []}
     return dict(value, available=True, error=None)
 
 
-def probe_nvidia_pci(options, root=None):
+def probe_nvidia_pci(options: Options, root: Optional[str] = None) -> dict[str, list[dict[str, Any]]]:
     """NVIDIA GPU and NVSwitch PCI functions from /sys/bus/pci (what is plugged in, whatever the driver says)."""
     devices_dir = os.path.join(root or ROOT, "sys/bus/pci/devices")
     if not os.path.isdir(devices_dir):
@@ -127,31 +67,31 @@ def probe_nvidia_pci(options, root=None):
     try:
         return scan_nvidia_functions(devices_dir)
     except OSError as exc:
-        raise ProbeError("cannot read %s: %s" % (devices_dir, exc))
+        raise ProbeError("cannot read %s: %s" % (devices_dir, exc)) from None
 
 
 _MODULE_VERSION = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
 
 
-def parse_proc_driver_version(text):
+def parse_proc_driver_version(text: Optional[str]) -> Optional[str]:
     """The version in /proc/driver/nvidia/version ('NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.54.03  ...')."""
     match = _MODULE_VERSION.search(text or "")
     return match.group(1) if match else None
 
 
-def probe_kernel_module(options, root=None):
+def probe_kernel_module(options: Options, root: Optional[str] = None) -> dict[str, Any]:
     """The loaded nvidia kernel module's version; ProbeAbsent when the module is not loaded."""
     base = root or ROOT
     proc = os.path.join(base, "proc/driver/nvidia/version")
     sys_version = os.path.join(base, "sys/module/nvidia/version")
     if os.path.exists(proc):
-        text = command.read_text(proc)
+        text = files.read_text(proc)
         version = parse_proc_driver_version(text)
         if version is None:
             raise ProbeError("%s: no version in %r" % (proc, _first_line(text)))
         return {"version": version, "source": proc, "open_module": "Open Kernel Module" in text}
     if os.path.exists(sys_version):
-        return {"version": command.read_text(sys_version).strip(), "source": sys_version, "open_module": None}
+        return {"version": files.read_text(sys_version).strip(), "source": sys_version, "open_module": None}
     raise ProbeAbsent("the nvidia kernel module is not loaded (no %s)" % proc)
 
 
@@ -162,7 +102,7 @@ _DMESG_RESTRICTED = ("kernel.dmesg_restrict=1 hides the kernel log from unprivil
                      "become: true (or as a member of the adm/systemd-journal group, which lets journalctl read it)")
 
 
-def _journal(hours, timeout):
+def _journal(hours: int, timeout: float) -> tuple[Optional[str], Optional[str]]:
     """The kernel log of the last hours from journald, or (None, why not)."""
     binary = command.find_binary("journalctl")
     if not binary:
@@ -180,7 +120,7 @@ def _journal(hours, timeout):
     return out, None
 
 
-def _dmesg(timeout):
+def _dmesg(timeout: float) -> tuple[str, bool]:
     """The kernel ring buffer, (text, has ISO timestamps)."""
     binary = command.find_binary("dmesg")
     if not binary:
@@ -198,9 +138,9 @@ def _dmesg(timeout):
     return out, timestamped
 
 
-def probe_kernel_log(options, now=None):
-    """NVRM Xid lines of the kernel log within the XID window (expect xid_window_hours), not the log itself."""
-    hours = (options.get("expect") or {}).get("xid_window_hours")
+def probe_kernel_log(options: Options, now: Optional[datetime.datetime] = None) -> dict[str, Any]:
+    """NVRM Xid lines of the kernel log within the XID window (options["xid_window_hours"], resolved from hydra_expect), not the log itself."""
+    hours = options.get("xid_window_hours")
     hours = XID_WINDOW_HOURS if hours is None else hours
     if hours <= 0:
         raise ProbeError("expect.xid_window_hours: %r is not a positive number of hours" % hours)
@@ -226,28 +166,11 @@ def probe_kernel_log(options, now=None):
     }
 
 
-def _nvml_nvlinks(pynvml):
-    gpus = []
-    for index in range(pynvml.nvmlDeviceGetCount()):
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        links = []
-        for link in range(pynvml.NVML_NVLINK_MAX_LINKS):
-            try:
-                state = pynvml.nvmlDeviceGetNvLinkState(handle, link)
-            except pynvml.NVMLError:
-                continue  # not supported, or past this GPU's last link
-            links.append({"link": link, "active": state == pynvml.NVML_FEATURE_ENABLED, "speed_gbps": None,
-                          "state": "active" if state == pynvml.NVML_FEATURE_ENABLED else "inactive"})
-        gpus.append({"index": index, "name": _as_text(pynvml.nvmlDeviceGetName(handle)),
-                     "uuid": _as_text(pynvml.nvmlDeviceGetUUID(handle)), "links": links})
-    return gpus
-
-
-def probe_nvlink(options):
+def probe_nvlink(options: Options) -> dict[str, Any]:
     """NVLink state per GPU and link: NVML when it initialises, else ``nvidia-smi nvlink --status``."""
     gpus, source = None, None
     try:
-        available, value = _nvml_session(options, _nvml_nvlinks)
+        available, value = _nvml_session(options, nvml.nvlinks)
         if available:
             gpus, source = value, "nvml"
     except ProbeAbsent:
@@ -264,7 +187,7 @@ def probe_nvlink(options):
     return {"source": source, "gpus": gpus}
 
 
-def probe_fabric_manager(options, root=None):
+def probe_fabric_manager(options: Options, root: Optional[str] = None) -> dict[str, Any]:
     """Whether nvidia-fabricmanager runs; ProbeAbsent on hosts without NVSwitch, where it has nothing to do."""
     devices_dir = os.path.join(root or ROOT, "sys/bus/pci/devices")
     switches = scan_nvidia_functions(devices_dir)["nvswitches"] if os.path.isdir(devices_dir) else []

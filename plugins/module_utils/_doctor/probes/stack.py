@@ -11,6 +11,8 @@ import json
 import os
 import re
 import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, find_binary, run
 
@@ -89,7 +91,7 @@ out.flush()
 NVCC_FALLBACKS = ("/usr/local/cuda/bin/nvcc",)
 
 
-def parse_torch_output(stdout, python):
+def parse_torch_output(stdout: str, python: str) -> dict[str, Any]:
     """The torch script's one JSON object; ProbeError naming the first line that is not it."""
     lines = [line for line in stdout.splitlines() if line.strip()]
     if not lines:
@@ -106,7 +108,7 @@ def parse_torch_output(stdout, python):
     return json.loads(lines[0])
 
 
-def probe_torch(options):
+def probe_torch(options: Mapping[str, Any]) -> dict[str, Any]:
     """PyTorch in ``options["torch_python"]`` (default: this interpreter), from one subprocess.
 
     Torch not installed is data (``installed: False``), not absence: whether that matters is the
@@ -123,7 +125,7 @@ def probe_torch(options):
     return parse_torch_output(stdout, python)
 
 
-def parse_nvcc_version(text):
+def parse_nvcc_version(text: str) -> dict[str, Any]:
     """``nvcc --version`` -> release ("13.0"), full version ("13.0.88") and build string."""
     match = re.search(r"release (\d+\.\d+), V(\d+(?:\.\d+)+)", text)
     if not match:
@@ -133,7 +135,7 @@ def parse_nvcc_version(text):
     return {"release": match.group(1), "version": match.group(2), "build": build.group(1) if build else None}
 
 
-def probe_nvcc(options, fallbacks=NVCC_FALLBACKS):
+def probe_nvcc(options: Mapping[str, Any], fallbacks: Sequence[str] = NVCC_FALLBACKS) -> dict[str, Any]:
     """The CUDA toolkit's compiler: on PATH, else the toolkit's usual install directory."""
     path = find_binary("nvcc") or next((p for p in fallbacks if os.access(p, os.X_OK)), None)
     if path is None:

@@ -12,8 +12,15 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import os
 import re
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, call_with_timeout, find_binary, read_text, run
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, call_with_timeout, find_binary, run
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_int, read_required_text, read_text, read_text_if_exists
+from ansible_collections.continuum.hydra.plugins.module_utils._host.network import read_infiniband_ports
+from ansible_collections.continuum.hydra.plugins.module_utils._host.procfs import node_memtotal_kib, parse_cpulist, parse_mountinfo, parse_proc_mounts
+
+Options = Mapping[str, Any]
 
 DEFAULT_DISK_PATHS = ["/", "/tmp"]
 
@@ -29,58 +36,20 @@ _NTP_MAXERROR_LIMIT_US = 16000000
 _STA_UNSYNC = 0x0040
 
 
-def _text(path):
-    """read_text, with a binary or mis-encoded file as a ProbeError naming it rather than a crash."""
-    try:
-        return read_text(path)
-    except UnicodeDecodeError:
-        raise ProbeError("%s: not a text file" % path)
-
-
-def _join(root, path):
+def _join(root: str, path: str) -> str:
     return os.path.join(root, path.lstrip("/"))
 
 
-def _read_int(path, optional=False):
-    """An integer sysfs/cgroup file; None when optional and missing; ProbeError naming garbage."""
-    try:
-        text = _text(path).strip()
-    except ProbeAbsent:
-        if optional:
-            return None
-        raise ProbeError("%s does not exist" % path)
-    try:
-        return int(text)
-    except ValueError:
-        raise ProbeError("%s: %r is not an integer" % (path, text[:80]))
+def _read_str(path: str) -> Optional[str]:
+    """A one-value sysfs file, stripped; None when missing, ProbeError when unreadable."""
+    text = read_text_if_exists(path)
+    return text.strip() if text is not None else None
 
 
-def _read_str(path):
-    try:
-        return _text(path).strip()
-    except ProbeAbsent:
-        return None
-
-
-def _required_text(path):
-    """A file that must exist where its directory does: missing is a broken tree (ProbeError), not absence."""
-    try:
-        return _text(path)
-    except ProbeAbsent:
-        raise ProbeError("%s does not exist" % path)
-
-
-def _listdir(directory):
-    try:
-        return sorted(os.listdir(directory))
-    except OSError as exc:
-        raise ProbeError("%s: %s" % (directory, exc.strerror or exc))
-
-
-def _numbered(directory, prefix):
+def _numbered(directory: str, prefix: str) -> list[str]:
     """Entries named prefix<N> in a directory, in numeric order."""
     found = []
-    for name in _listdir(directory):
+    for name in list_dir(directory):
         if name.startswith(prefix) and name[len(prefix):].isdigit():
             found.append((int(name[len(prefix):]), name))
     return [name for number, name in sorted(found)]
@@ -88,57 +57,23 @@ def _numbered(directory, prefix):
 
 # ---------------------------------------------------------------- /dev/shm
 
-def probe_dev_shm(options, path="/dev/shm", statvfs=os.statvfs):
+def probe_dev_shm(options: Options, path: str = "/dev/shm", statvfs: Callable[[str], Any] = os.statvfs) -> dict[str, Any]:
     """Size and free space of /dev/shm (NCCL's SHM transport and DataLoader workers live there)."""
     if not os.path.isdir(path):
         return {"path": path, "exists": False}
     try:
         st = statvfs(path)
     except OSError as exc:
-        raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc))
+        raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc)) from None
     return {"path": path, "exists": True, "size_bytes": st.f_blocks * st.f_frsize,
             "free_bytes": st.f_bavail * st.f_frsize}
 
 
 # ---------------------------------------------------------------- cgroups
 
-def _unescape_mount_field(field):
-    # /proc/*/mountinfo escapes space, tab, newline and backslash as \ooo octal.
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def parse_mountinfo(text):
-    """/proc/self/mountinfo -> [{mount_point, root, fstype, source, super_options}]."""
-    mounts = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        left, sep, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if not sep or len(fields) < 6 or len(tail) < 2:
-            raise ProbeError("mountinfo line %d is not in the kernel's format: %r" % (number, line[:120]))
-        mounts.append({"root": _unescape_mount_field(fields[3]), "mount_point": _unescape_mount_field(fields[4]),
-                       "fstype": tail[0], "source": tail[1], "super_options": tail[2].split(",") if len(tail) > 2 else []})
-    return mounts
-
-
-def parse_proc_mounts(text):
-    """/proc/mounts (no mount roots: each is taken as "/") in parse_mountinfo's shape."""
-    mounts = []
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) < 4:
-            raise ProbeError("/proc/mounts line %d is not in the kernel's format: %r" % (number, line[:120]))
-        mounts.append({"root": "/", "mount_point": _unescape_mount_field(fields[1]), "fstype": fields[2],
-                       "source": fields[0], "super_options": fields[3].split(",")})
-    return mounts
-
-
-def parse_proc_cgroup(text):
+def parse_proc_cgroup(text: str) -> dict[str, Any]:
     """/proc/self/cgroup -> {"v2": path or None, "v1": {controller: path}}."""
-    result = {"v2": None, "v1": {}}
+    result: dict[str, Any] = {"v2": None, "v1": {}}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -154,7 +89,7 @@ def parse_proc_cgroup(text):
     return result
 
 
-def cgroup_dir(mount, cgroup_path):
+def cgroup_dir(mount: Mapping[str, Any], cgroup_path: str) -> str:
     """The directory of this process's cgroup under a cgroup mount.
 
     In a cgroup namespace (containers) the mount's root is the container's own cgroup and
@@ -166,7 +101,7 @@ def cgroup_dir(mount, cgroup_path):
     return candidate if os.path.isdir(candidate) else mount["mount_point"]
 
 
-def _ancestors(directory, top):
+def _ancestors(directory: str, top: str) -> list[str]:
     """directory, its parent, ... up to and including top."""
     directory, top = os.path.normpath(directory), os.path.normpath(top)
     chain = [directory]
@@ -176,28 +111,28 @@ def _ancestors(directory, top):
     return chain
 
 
-def _v2_memory(directory):
+def _v2_memory(directory: str) -> Optional[int]:
     """memory.max: "max" -> None, else bytes."""
     path = os.path.join(directory, "memory.max")
-    try:
-        text = _text(path).strip()
-    except ProbeAbsent:
+    text = read_text_if_exists(path)
+    if text is None:
         return None
+    text = text.strip()
     if text == "max":
         return None
     try:
         return int(text)
     except ValueError:
-        raise ProbeError("%s: %r is neither 'max' nor a number of bytes" % (path, text[:80]))
+        raise ProbeError("%s: %r is neither 'max' nor a number of bytes" % (path, text[:80])) from None
 
 
-def _v2_cpu(directory):
+def _v2_cpu(directory: str) -> Optional[float]:
     """cpu.max "QUOTA PERIOD" -> CPUs (quota/period), None for "max PERIOD"."""
     path = os.path.join(directory, "cpu.max")
-    try:
-        text = _text(path).strip()
-    except ProbeAbsent:
+    text = read_text_if_exists(path)
+    if text is None:
         return None
+    text = text.strip()
     fields = text.split()
     if len(fields) == 2 and fields[0] == "max" and fields[1].isdigit():
         return None
@@ -206,27 +141,27 @@ def _v2_cpu(directory):
     return int(fields[0]) / float(fields[1])
 
 
-def _v1_memory(directory):
-    value = _read_int(os.path.join(directory, "memory.limit_in_bytes"), optional=True)
+def _v1_memory(directory: str) -> Optional[int]:
+    value = read_int(os.path.join(directory, "memory.limit_in_bytes"), optional=True)
     return None if value is None or value >= _V1_UNLIMITED else value
 
 
-def _v1_cpu(directory):
-    quota = _read_int(os.path.join(directory, "cpu.cfs_quota_us"), optional=True)
-    period = _read_int(os.path.join(directory, "cpu.cfs_period_us"), optional=True)
+def _v1_cpu(directory: str) -> Optional[float]:
+    quota = read_int(os.path.join(directory, "cpu.cfs_quota_us"), optional=True)
+    period = read_int(os.path.join(directory, "cpu.cfs_period_us"), optional=True)
     if quota is None or quota < 0 or not period:
         return None
     return quota / float(period)
 
 
 # controller -> hierarchy -> (the file that limits it, its reader taking a cgroup directory)
-_LIMITS = {
+_LIMITS: dict[str, dict[str, tuple[str, Callable[[str], Any]]]] = {
     "memory": {"v1": ("memory.limit_in_bytes", _v1_memory), "v2": ("memory.max", _v2_memory)},
     "cpu": {"v1": ("cpu.cfs_quota_us", _v1_cpu), "v2": ("cpu.max", _v2_cpu)},
 }
 
 
-def _strictest(directories, read_one):
+def _strictest(directories: list[str], read_one: Callable[[str], Any]) -> tuple[Any, Optional[str]]:
     """The smallest limit along the cgroup's ancestry, with the directory it came from."""
     best, where = None, None
     for directory in directories:
@@ -236,13 +171,13 @@ def _strictest(directories, read_one):
     return best, where
 
 
-def probe_cgroups(options, root="/"):
+def probe_cgroups(options: Options, root: str = "/") -> dict[str, Any]:
     """cgroup version, controllers and the memory / CPU limits that apply to this process."""
     try:
-        mounts = parse_mountinfo(_text(_join(root, "proc/self/mountinfo")))
+        mounts = parse_mountinfo(read_text(_join(root, "proc/self/mountinfo")))
     except ProbeAbsent:
-        mounts = parse_proc_mounts(_text(_join(root, "proc/mounts")))
-    membership = parse_proc_cgroup(_text(_join(root, "proc/self/cgroup")))
+        mounts = parse_proc_mounts(read_text(_join(root, "proc/mounts")))
+    membership = parse_proc_cgroup(read_text(_join(root, "proc/self/cgroup")))
     v1_mounts = [m for m in mounts if m["fstype"] == "cgroup"]
     v2_mounts = [m for m in mounts if m["fstype"] == "cgroup2"]
     if not v1_mounts and not v2_mounts:
@@ -252,7 +187,8 @@ def probe_cgroups(options, root="/"):
 
     v1_controllers = dict((option, m) for m in v1_mounts for option in m["super_options"] if option in _V1_CONTROLLERS)
     v2_mount = v2_mounts[-1] if v2_mounts else None
-    v2_controllers = []
+    v2_controllers: list[str] = []
+    v2_dir = ""
     if v2_mount:
         v2_dir = cgroup_dir(v2_mount, membership["v2"] or "/")
         text = _read_str(os.path.join(v2_dir, "cgroup.controllers"))
@@ -260,7 +196,7 @@ def probe_cgroups(options, root="/"):
             text = _read_str(os.path.join(v2_mount["mount_point"], "cgroup.controllers")) or ""
         v2_controllers = text.split()
 
-    def limit(controller):
+    def limit(controller: str) -> tuple[Any, Optional[str]]:
         # A controller is bound to one hierarchy: v1 where it is mounted there, else v2.
         if controller in v1_controllers:
             mount = v1_controllers[controller]
@@ -268,7 +204,7 @@ def probe_cgroups(options, root="/"):
             chain = _ancestors(cgroup_dir(mount, membership["v1"].get(controller, "/")), mount["mount_point"])
         elif controller in v2_controllers:
             filename, reader = _LIMITS[controller]["v2"]
-            chain = _ancestors(v2_dir, v2_mount["mount_point"])
+            chain = _ancestors(v2_dir, v2_mount["mount_point"]) if v2_mount else []
         else:
             return None, None
         value, where = _strictest(chain, reader)
@@ -291,7 +227,7 @@ def probe_cgroups(options, root="/"):
 
 # ---------------------------------------------------------------- EDAC
 
-def probe_edac(options, root="/"):
+def probe_edac(options: Options, root: str = "/") -> dict[str, Any]:
     """Corrected / uncorrected error counts of every EDAC memory controller (and DIMMs with errors)."""
     base = _join(root, "sys/devices/system/edac/mc")
     if not os.path.isdir(base):
@@ -300,22 +236,22 @@ def probe_edac(options, root="/"):
     for name in _numbered(base, "mc"):
         mc = os.path.join(base, name)
         dimms = []
-        for entry in _listdir(mc):
+        for entry in list_dir(mc):
             if re.match(r"^(dimm|rank)\d+$", entry):
                 dimm = os.path.join(mc, entry)
                 dimms.append({"name": entry, "label": _read_str(os.path.join(dimm, "dimm_label")),
                               "location": _read_str(os.path.join(dimm, "dimm_location")),
-                              "ce_count": _read_int(os.path.join(dimm, "dimm_ce_count"), optional=True),
-                              "ue_count": _read_int(os.path.join(dimm, "dimm_ue_count"), optional=True)})
+                              "ce_count": read_int(os.path.join(dimm, "dimm_ce_count"), optional=True),
+                              "ue_count": read_int(os.path.join(dimm, "dimm_ue_count"), optional=True)})
         controllers.append({
             "name": name,
             "mc_name": _read_str(os.path.join(mc, "mc_name")),
-            "size_mb": _read_int(os.path.join(mc, "size_mb"), optional=True),
-            "ce_count": _read_int(os.path.join(mc, "ce_count")),
-            "ue_count": _read_int(os.path.join(mc, "ue_count")),
-            "ce_noinfo_count": _read_int(os.path.join(mc, "ce_noinfo_count"), optional=True),
-            "ue_noinfo_count": _read_int(os.path.join(mc, "ue_noinfo_count"), optional=True),
-            "seconds_since_reset": _read_int(os.path.join(mc, "seconds_since_reset"), optional=True),
+            "size_mb": read_int(os.path.join(mc, "size_mb"), optional=True),
+            "ce_count": read_int(os.path.join(mc, "ce_count")),
+            "ue_count": read_int(os.path.join(mc, "ue_count")),
+            "ce_noinfo_count": read_int(os.path.join(mc, "ce_noinfo_count"), optional=True),
+            "ue_noinfo_count": read_int(os.path.join(mc, "ue_noinfo_count"), optional=True),
+            "seconds_since_reset": read_int(os.path.join(mc, "seconds_since_reset"), optional=True),
             "dimm_count": len(dimms),
             "dimms_with_errors": [d for d in dimms if d["ce_count"] or d["ue_count"]],
         })
@@ -326,28 +262,7 @@ def probe_edac(options, root="/"):
 
 # ---------------------------------------------------------------- NUMA
 
-def parse_cpulist(text):
-    """Kernel cpulist ("0-3,8-11", "" for none) -> sorted CPU numbers; ProbeError on garbage."""
-    cpus = []
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        match = re.match(r"^(\d+)(?:-(\d+))?$", part)
-        if not match:
-            raise ProbeError("cpulist %r is not a list of CPU ranges" % text.strip()[:80])
-        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
-        cpus.extend(range(first, last + 1))
-    return sorted(set(cpus))
-
-
-def parse_node_meminfo_kib(text, path):
-    match = re.search(r"MemTotal:\s+(\d+) kB", text)
-    if not match:
-        raise ProbeError("%s: no 'MemTotal: N kB' line" % path)
-    return int(match.group(1))
-
-
-def probe_numa(options, root="/"):
+def probe_numa(options: Options, root: str = "/") -> dict[str, Any]:
     """NUMA nodes: CPUs, memory and distances per node."""
     base = _join(root, "sys/devices/system/node")
     if not os.path.isdir(base):
@@ -356,12 +271,12 @@ def probe_numa(options, root="/"):
     for name in _numbered(base, "node"):
         node = os.path.join(base, name)
         cpulist_path, meminfo_path = os.path.join(node, "cpulist"), os.path.join(node, "meminfo")
-        cpulist = _required_text(cpulist_path).strip()
+        cpulist = read_required_text(cpulist_path).strip()
         try:
             cpus = parse_cpulist(cpulist)
         except ProbeError as exc:
-            raise ProbeError("%s: %s" % (cpulist_path, exc))
-        mem_kib = parse_node_meminfo_kib(_required_text(meminfo_path), meminfo_path)
+            raise ProbeError("%s: %s" % (cpulist_path, exc)) from None
+        mem_kib = node_memtotal_kib(read_required_text(meminfo_path), meminfo_path)
         distances = (_read_str(os.path.join(node, "distance")) or "").split()
         nodes.append({"node": int(name[4:]), "cpu_count": len(cpus), "cpulist": cpulist,
                       "memory_total_bytes": mem_kib * 1024,
@@ -373,9 +288,8 @@ def probe_numa(options, root="/"):
 
 # ---------------------------------------------------------------- disk space
 
-def disk_paths(expect):
-    """The paths to measure: expect.disk_paths, or / and /tmp; one-line ProbeError for a bad value."""
-    paths = expect.get("disk_paths")
+def disk_paths(paths):
+    """The paths to measure: options["disk_paths"] (hydra_expect's, None when unset), or / and /tmp; one-line ProbeError for a bad value."""
     if paths is None:
         return list(DEFAULT_DISK_PATHS), False
     for path in paths:
@@ -386,7 +300,7 @@ def disk_paths(expect):
 
 def probe_disk_space(options, statvfs=os.statvfs):
     """Size, free space and free inodes of each disk path that exists."""
-    paths, explicit = disk_paths(options.get("expect") or {})
+    paths, explicit = disk_paths(options.get("disk_paths"))
     timeout = options.get("timeouts", {}).get("command", 10)
     measured, missing = [], []
     for path in paths:
@@ -397,7 +311,7 @@ def probe_disk_space(options, statvfs=os.statvfs):
         try:
             st = call_with_timeout(lambda p=path: statvfs(p), timeout, "statvfs(%s)" % path)
         except OSError as exc:
-            raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc))
+            raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc)) from None
         measured.append({"path": path, "size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize,
                          "inodes": st.f_files, "free_inodes": st.f_favail})
     if not measured and not (explicit and missing):
@@ -408,7 +322,7 @@ def probe_disk_space(options, statvfs=os.statvfs):
 
 # ---------------------------------------------------------------- clock synchronisation
 
-def parse_chronyc_tracking(text):
+def parse_chronyc_tracking(text: str) -> Optional[dict[str, Any]]:
     """``chronyc tracking`` -> synchronised?, reference, stratum, offset (s, + = clock ahead); None if not that output."""
     fields = {}
     for line in text.splitlines():
@@ -428,7 +342,7 @@ def parse_chronyc_tracking(text):
             "stratum": int(stratum) if stratum.isdigit() else None, "offset_seconds": offset}
 
 
-def kernel_clock_state():
+def kernel_clock_state() -> dict[str, Any]:
     """The kernel's NTP state from adjtimex(2) (what timedatectl itself reads); None if unavailable."""
     import ctypes  # pylint: disable=import-outside-toplevel
 
@@ -449,23 +363,23 @@ def kernel_clock_state():
     return {"maxerror_us": timex.maxerror, "esterror_us": timex.esterror, "status": timex.status, "state": state}
 
 
-def parse_kernel_clock(state):
+def parse_kernel_clock(state: Mapping[str, Any]) -> dict[str, Any]:
     return {"synchronized": state["maxerror_us"] < _NTP_MAXERROR_LIMIT_US,
             "maxerror_us": state["maxerror_us"], "esterror_us": state["esterror_us"],
             "sta_unsync": bool(state["status"] & _STA_UNSYNC)}
 
 
-def _first_line(*texts):
+def _first_line(*texts: Optional[str]) -> str:
     for text in texts:
         if text and text.strip():
             return text.strip().splitlines()[0][:200]
     return "no output"
 
 
-def probe_time_sync(options, kernel_clock=kernel_clock_state):
+def probe_time_sync(options: Options, kernel_clock: Callable[[], Optional[Mapping[str, Any]]] = kernel_clock_state) -> dict[str, Any]:
     """Whether the clock is NTP-synchronised: timedatectl, else chronyc, else the kernel's own state."""
     timeout = options["timeouts"]["command"]
-    tried = {}
+    tried: dict[str, str] = {}
     timedatectl = find_binary("timedatectl")
     if timedatectl:
         try:
@@ -501,43 +415,6 @@ def probe_time_sync(options, kernel_clock=kernel_clock_state):
 
 # ---------------------------------------------------------------- InfiniBand
 
-def parse_ib_state(text, path):
-    """"4: ACTIVE" -> (4, "ACTIVE")."""
-    match = re.match(r"^(\d+):\s*(\S.*)$", text.strip())
-    if not match:
-        raise ProbeError("%s: %r is not 'N: STATE'" % (path, text.strip()[:80]))
-    return int(match.group(1)), match.group(2).strip()
-
-
-def parse_ib_rate_gbps(text, path):
-    """"100 Gb/sec (4X EDR)" -> 100.0."""
-    match = re.match(r"^([\d.]+) Gb/sec", text.strip())
-    if not match:
-        raise ProbeError("%s: %r is not 'N Gb/sec (...)'" % (path, text.strip()[:80]))
-    return float(match.group(1))
-
-
-def probe_infiniband(options, root="/"):
+def probe_infiniband(options: Options, root: str = "/") -> dict[str, Any]:
     """State, physical state, rate and link layer of every RDMA port under /sys/class/infiniband."""
-    base = _join(root, "sys/class/infiniband")
-    if not os.path.isdir(base):
-        raise ProbeAbsent("no InfiniBand/RDMA device: %s does not exist" % base)
-    ports = []
-    for device in _listdir(base):
-        ports_dir = os.path.join(base, device, "ports")
-        if not os.path.isdir(ports_dir):
-            continue
-        fw_ver = _read_str(os.path.join(base, device, "fw_ver"))
-        for port in sorted(_listdir(ports_dir), key=lambda p: int(p) if p.isdigit() else -1):
-            port_dir = os.path.join(ports_dir, port)
-            state_path, phys_path, rate_path = (os.path.join(port_dir, f) for f in ("state", "phys_state", "rate"))
-            state = parse_ib_state(_required_text(state_path), state_path)
-            phys = parse_ib_state(_required_text(phys_path), phys_path)
-            rate_text = _read_str(rate_path)
-            ports.append({"device": device, "port": int(port) if port.isdigit() else port, "fw_ver": fw_ver,
-                          "state": state[1], "phys_state": phys[1], "rate": rate_text,
-                          "rate_gbps": parse_ib_rate_gbps(rate_text, rate_path) if rate_text else None,
-                          "link_layer": _read_str(os.path.join(port_dir, "link_layer"))})
-    if not ports:
-        raise ProbeAbsent("no RDMA port under %s" % base)
-    return {"ports": ports}
+    return {"ports": read_infiniband_ports(root)}

@@ -17,6 +17,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import datetime
 import re
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 
@@ -27,7 +28,7 @@ _GPU_AT = re.compile(r"NVRM: GPU at (?P<address>(?:PCI:)?[0-9a-fA-F:.]+): (?P<uu
 _ISO = re.compile(r"\s*(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?")
 
 
-def parse_timestamp(line):
+def parse_timestamp(line: str) -> Optional[datetime.datetime]:
     """The ISO 8601 timestamp a journalctl/dmesg line starts with, as an aware datetime; None without one."""
     match = _ISO.match(line or "")
     if not match:
@@ -43,14 +44,14 @@ def parse_timestamp(line):
                              tzinfo=datetime.timezone(offset))
 
 
-def parse_xid_lines(text):
+def parse_xid_lines(text: Optional[str]) -> list[dict[str, Any]]:
     """Every NVRM Xid line of a kernel log -> [{pci, code, pid, process, instance, message, timestamp}], in log order."""
     events = []
     for line in (text or "").splitlines():
         match = _XID.search(line)
         if not match:
             continue
-        event = {
+        event: dict[str, Any] = {
             "pci": pci_key(match.group("address")) or match.group("address"),
             "code": int(match.group("code")),
             "pid": None,
@@ -71,7 +72,7 @@ def parse_xid_lines(text):
     return events
 
 
-def parse_gpu_uuids(text):
+def parse_gpu_uuids(text: Optional[str]) -> dict[str, str]:
     """{pci: uuid} from the driver's 'NVRM: GPU at PCI:...: GPU-...' lines (names a GPU nvidia-smi lost)."""
     found = {}
     for line in (text or "").splitlines():
@@ -81,7 +82,7 @@ def parse_gpu_uuids(text):
     return found
 
 
-def since(events, cutoff):
+def since(events: list[dict[str, Any]], cutoff: datetime.datetime) -> list[dict[str, Any]]:
     """The events at or after cutoff (an aware datetime); events without a timestamp are kept."""
     kept = []
     for event in events:

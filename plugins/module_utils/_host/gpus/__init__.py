@@ -1,0 +1,37 @@
+"""GPU readers, one per vendor tool, all returning the same GPU record shape.
+
+Readers: nvidia_smi.py (``nvidia-smi -q -x``; find_nvidia_smi() is the one meaning of ``nvidia_smi_path``: the
+path of the binary, None to look it up on PATH), nvml.py (an NVML session through pynvml). A second vendor's
+reader (amd-smi, rocm-smi, sysfs) returns the same shapes, with None wherever its tool has no such value.
+
+A GPU inventory (``nvidia_smi.read_gpus``)::
+
+    {"driver_version": str|None, "cuda_version": str|None, "attached_gpus": int|None, "timestamp": str|None,
+     "gpus": [GPU record, ...]}
+
+A GPU record (values that the tool reports as N/A, unsupported or unknown are None; numbers carry no unit text)::
+
+    index                 int      order in the tool's listing (0-based)
+    pci_bus_id            str      as the tool writes it; compare with _host.pci.pci_key()
+    uuid, name, brand, architecture, serial, vbios_version, persistence_mode, performance_state: str|None
+    mig                   {current, pending: str|None, instances: int}
+    pcie                  {gen_current, gen_max, gen_device_max, gen_host_max, width_current, width_max,
+                           replay_counter, replay_rollover_counter: number|None}
+    clock_event_reasons   {reason: bool}   (what slows the clocks now: thermal, power cap, ...)
+    utilization           {gpu_pct, memory_pct}
+    memory                {total_mib, used_mib}
+    ecc                   {current, pending: str|None, volatile, aggregate: {correctable, uncorrectable,
+                           dram_correctable, dram_uncorrectable, sram_correctable, sram_uncorrectable},
+                           sram_threshold_exceeded: bool|None}
+    retired_pages         {single_bit, double_bit: int|None, pending: bool|None}
+    remapped_rows         None (no row remapper) | {correctable, uncorrectable, pending, failure, histogram}
+    temperature           {gpu_c, memory_c, shutdown_c, slowdown_c, max_operating_c, memory_max_c, tlimit_c,
+                           shutdown_tlimit_c, slowdown_tlimit_c, max_operating_tlimit_c: number|None}
+    power                 {draw_w, limit_w, default_limit_w, min_limit_w, max_limit_w: number|None}
+    clocks, max_clocks, applications_clocks, default_applications_clocks
+                          {graphics_mhz, sm_mhz, memory_mhz: number|None}
+    fabric                {state, status: str|None}
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""

@@ -1,7 +1,11 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Pure parsers for ``nvidia-smi -q -x`` and ``nvidia-smi nvlink --status``.
+"""nvidia-smi: where it is (find_nvidia_smi), the GPU records it reports (read_gpus), and the pure parsers of
+``nvidia-smi -q -x`` and ``nvidia-smi nvlink --status``.
+
+``nvidia_smi_path`` has one meaning in every module (doctor, profile, gpu_settings_apply, mig_apply): the path of
+the nvidia-smi binary, None to look it up on PATH. find_nvidia_smi() is the one place that resolves it.
 
 The XML layout changes between driver branches (DTD v11 to v13 in
 tests/fixtures/nvidia-smi): ``clocks_throttle_reasons`` became
@@ -15,8 +19,16 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import os
 import re
 import xml.etree.ElementTree as ET
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+
+# doctor's and profile's ``timeouts.nvidia_smi`` default: nvidia-smi -q -x on an 8-GPU node takes seconds.
+DEFAULT_TIMEOUT = 30
 
 # What nvidia-smi writes where it has no value (compared lower case).
 _NO_VALUE = frozenset((
@@ -32,7 +44,48 @@ class NvidiaSmiParseError(ValueError):
     """The text is not nvidia-smi XML we can read."""
 
 
-def text_at(elem, path=None):
+def find_nvidia_smi(override: Optional[str] = None) -> str:
+    """Absolute path of nvidia-smi: ``override`` (the ``nvidia_smi_path`` option) when given, else from PATH.
+
+    ProbeAbsent when it is not on PATH; ProbeError when an explicit path does not exist or is not an executable file.
+    """
+    if override:
+        if not os.path.exists(override):
+            raise ProbeError("nvidia_smi_path %s does not exist" % override)
+        if os.path.isdir(override) or not os.access(override, os.X_OK):
+            raise ProbeError("nvidia_smi_path %s is not an executable file (permission denied)" % override)
+        return override
+    path = command.find_binary("nvidia-smi")
+    if not path:
+        raise ProbeAbsent("nvidia-smi not found on PATH (no NVIDIA driver installed?)")
+    return path
+
+
+def first_line(*texts: Optional[str]) -> str:
+    """The first non-blank line of the first text that has one (for one-line error messages)."""
+    for text in texts:
+        for line in (text or "").splitlines():
+            if line.strip():
+                return line.strip()
+    return "no output"
+
+
+def read_gpus(binary: str, timeout: float) -> dict[str, Any]:
+    """``nvidia-smi -q -x``, run once and parsed: {driver_version, cuda_version, attached_gpus, timestamp, gpus}.
+
+    ``gpus`` is a list of GPU records in the shape _host/gpus/__init__.py documents. ProbeError when nvidia-smi
+    fails, times out or writes XML that cannot be parsed.
+    """
+    rc, out, err = command.run([binary, "-q", "-x"], timeout)
+    if rc != 0:
+        raise ProbeError("nvidia-smi -q -x exited with rc %s: %s" % (rc, first_line(err, out)))
+    try:
+        return parse_nvidia_smi(out)
+    except NvidiaSmiParseError as exc:
+        raise ProbeError("nvidia-smi returned unparsable XML: %s" % exc) from None
+
+
+def text_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Optional[str]:
     """Stripped text of elem/path; None when missing or when nvidia-smi says it has no value."""
     node = elem if elem is None or not path else elem.find(path)
     if node is None or node.text is None:
@@ -41,7 +94,7 @@ def text_at(elem, path=None):
     return None if value.lower() in _NO_VALUE else value
 
 
-def number_at(elem, path=None):
+def number_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Optional[float]:
     """The number of a value with a unit: '16x', '27 C', '67.03 W', '81920 MiB', '0 %' -> 16, 27, 67.03, 81920, 0."""
     match = _NUMBER.match(text_at(elem, path) or "")
     if not match:
@@ -50,13 +103,13 @@ def number_at(elem, path=None):
     return float(raw) if "." in raw else int(raw)
 
 
-def flag_at(elem, path=None):
+def flag_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Optional[bool]:
     """Active/Yes/Enabled -> True, Not Active/No/Disabled -> False, anything else -> None."""
     value = (text_at(elem, path) or "").lower()
     return True if value in _TRUE else False if value in _FALSE else None
 
 
-def _first_number(elem, *paths):
+def _first_number(elem: Optional[ET.Element], *paths: str) -> Optional[float]:
     for path in paths:
         value = number_at(elem, path)
         if value is not None:
@@ -73,7 +126,7 @@ def _difference(total, part):
     return None if total is None or part is None else total - part
 
 
-def parse_nvidia_smi(text):
+def parse_nvidia_smi(text: str) -> dict[str, Any]:
     """``nvidia-smi -q -x`` output -> {driver_version, cuda_version, attached_gpus, timestamp, gpus}."""
     if not text or not text.strip():
         raise NvidiaSmiParseError("empty output")
@@ -81,7 +134,7 @@ def parse_nvidia_smi(text):
         # ElementTree never fetches the DTD the DOCTYPE names.
         root = ET.fromstring(text)
     except ET.ParseError as exc:
-        raise NvidiaSmiParseError(str(exc))
+        raise NvidiaSmiParseError(str(exc)) from None
     if root.tag != "nvidia_smi_log":
         raise NvidiaSmiParseError("root element is <%s>, not <nvidia_smi_log>" % root.tag)
     return {
@@ -93,7 +146,7 @@ def parse_nvidia_smi(text):
     }
 
 
-def _gpu(index, gpu):
+def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
     pci = gpu.find("pci")
     return {
         "index": index,
@@ -267,13 +320,13 @@ _LINK = re.compile(r"Link (\d+): (.*)$")
 _SPEED = re.compile(r"([\d.]+) GB/s")
 
 
-def parse_nvlink_status(text):
+def parse_nvlink_status(text: Optional[str]) -> list[dict[str, Any]]:
     """``nvidia-smi nvlink --status`` -> [{index, name, uuid, links: [{link, active, speed_gbps, state}]}].
 
     A link line reads "Link 0: 25 GB/s" (active) or "Link 0: <inactive>"; a GPU
     without NVLink has its header line and no link lines.
     """
-    gpus = []
+    gpus: list[dict[str, Any]] = []
     for line in (text or "").splitlines():
         line = line.strip()
         header = _GPU_HEADER.match(line)

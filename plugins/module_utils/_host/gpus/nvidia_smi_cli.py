@@ -7,21 +7,25 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+from typing import Any, Optional
+
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
 
 
 class NvidiaSmiCli:
     """Reads options nvidia_smi_path and timeout from the module; every call goes through command.run."""
 
-    def __init__(self, module):
+    def __init__(self, module: Any) -> None:
         self.module = module
-        self.binary = command.find_binary("nvidia-smi", module.params["nvidia_smi_path"])
-        if not self.binary:
+        try:
+            self.binary = find_nvidia_smi(module.params["nvidia_smi_path"])
+        except (command.ProbeAbsent, command.ProbeError):
             module.fail_json(msg="nvidia-smi: not found (%s); install the NVIDIA driver utilities or set nvidia_smi_path"
                              % (module.params["nvidia_smi_path"] or "not on PATH"))
         self.timeout = module.params["timeout"]
 
-    def call(self, args, allowed=None):
+    def call(self, args: list[str], allowed: Optional[str] = None) -> str:
         """Run nvidia-smi; a non-zero rc fails the module unless the output contains `allowed`."""
         argv = [self.binary] + args
         try:

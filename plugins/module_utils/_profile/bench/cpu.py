@@ -14,10 +14,11 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import os
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu_worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import worker as _worker
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, outcome, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, Progress, outcome, rounded
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -26,7 +27,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 _SLACK_S = 60.0
 
 
-def usable_cpus():
+def usable_cpus() -> int:
     """CPUs this process may run on (affinity / cpuset), not the machine's count."""
     try:
         return len(os.sched_getaffinity(0))
@@ -34,11 +35,12 @@ def usable_cpus():
         return os.cpu_count() or 1
 
 
-def _threads_env(threads):
+def _threads_env(threads: int) -> dict[str, str]:
     return dict((name, str(threads)) for name in THREAD_VARIABLES)
 
 
-def run_cpu(warmup_s, duration_s, matrix_n=2048, stdlib_n=64, python=None, progress=None, timeout_s=None):
+def run_cpu(warmup_s: float, duration_s: float, matrix_n: int = 2048, stdlib_n: int = 64, python: Optional[str] = None,
+            progress: Optional[Progress] = None, timeout_s: Optional[float] = None) -> dict[str, Any]:
     threads = usable_cpus()
     timeout_s = timeout_s or (warmup_s + duration_s + _SLACK_S)
     args = {"method": "auto", "n": matrix_n, "stdlib_n": stdlib_n, "warmup_s": warmup_s, "duration_s": duration_s}

@@ -12,19 +12,21 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+# Standard library only, and nothing from the collection: worker.py runs this file's source as ``python -c``.
 import json
 import operator
 import sys
 import time
+from typing import Any, Callable
 
 
-def _timed_loop(step, warmup_s, duration_s):
+def _timed_loop(step: Callable[[], Any], warmup_s: float, duration_s: float) -> list[float]:
     """Run step() through the warmup, then until duration_s has passed (at least once); return the times."""
     step()
     warm_end = time.perf_counter() + warmup_s
     while time.perf_counter() < warm_end:
         step()
-    times = []
+    times: list[float] = []
     end = time.perf_counter() + duration_s
     while True:
         start = time.perf_counter()
@@ -35,15 +37,15 @@ def _timed_loop(step, warmup_s, duration_s):
             return times
 
 
-def _figures(method, n, times, **extra):
+def _figures(method: str, n: int, times: list[float], **extra: Any) -> dict[str, Any]:
     flops = 2.0 * n ** 3
-    out = {"method": method, "matrix_n": n, "iterations": len(times), "elapsed_s": sum(times),
-           "gflops": flops * len(times) / sum(times) / 1e9, "gflops_best": flops / min(times) / 1e9}
+    out: dict[str, Any] = {"method": method, "matrix_n": n, "iterations": len(times), "elapsed_s": sum(times),
+                           "gflops": flops * len(times) / sum(times) / 1e9, "gflops_best": flops / min(times) / 1e9}
     out.update(extra)
     return out
 
 
-def matmul_numpy(n, warmup_s, duration_s):
+def matmul_numpy(n: int, warmup_s: float, duration_s: float) -> dict[str, Any]:
     import numpy  # pylint: disable=import-outside-toplevel
     rng = numpy.random.default_rng(0)
     a, b = rng.random((n, n)), rng.random((n, n))
@@ -52,24 +54,24 @@ def matmul_numpy(n, warmup_s, duration_s):
     return _figures("numpy_matmul", n, times, numpy_version=numpy.__version__)
 
 
-def matmul_stdlib(n, warmup_s, duration_s):
+def matmul_stdlib(n: int, warmup_s: float, duration_s: float) -> dict[str, Any]:
     a = [[float((i * n + j) % 7) for j in range(n)] for i in range(n)]
     b_columns = [[float((i + 2 * j) % 5) for i in range(n)] for j in range(n)]
     mul = operator.mul
 
-    def step():
+    def step() -> list[list[float]]:
         return [[sum(map(mul, row, column)) for column in b_columns] for row in a]
     return _figures("stdlib_python", n, _timed_loop(step, warmup_s, duration_s))
 
 
-def _answer(result):
+def _answer(result: dict[str, Any]) -> None:
     """The one JSON line the parent reads (stdout is the protocol, not a log)."""
     sys.stdout.write(json.dumps(result) + "\n")
 
 
-def main():
+def main() -> None:
     args = json.loads(sys.argv[1])
-    notes = []
+    notes: list[str] = []
     if args.get("method", "auto") != "stdlib":
         try:
             _answer(matmul_numpy(args["n"], args["warmup_s"], args["duration_s"]))

@@ -27,12 +27,15 @@ import signal
 import tempfile
 import threading
 import time
+from types import FrameType
+from typing import Any, Callable, Literal, Optional, Union
 
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import (
     FALLBACK,
     OK,
     BenchError,
     BenchTimeout,
+    Progress,
     mean,
     outcome,
     percentile,
@@ -54,27 +57,27 @@ class Terminated(BaseException):
 class _SigtermRaises:
     """Within the block, SIGTERM raises Terminated (main thread only; elsewhere signals cannot be set)."""
 
-    def __enter__(self):
-        self._previous = None
+    def __enter__(self) -> "_SigtermRaises":
+        self._previous: Optional[Union[Callable[[int, Optional[FrameType]], Any], int]] = None
         if threading.current_thread() is threading.main_thread():
             self._previous = signal.signal(signal.SIGTERM, self._handler)
         return self
 
     @staticmethod
-    def _handler(signum, frame):
+    def _handler(signum: int, frame: Optional[FrameType]) -> None:
         raise Terminated("terminated by signal %d" % signum)
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> Literal[False]:
         if self._previous is not None:
             signal.signal(signal.SIGTERM, self._previous)
         return False
 
 
-def default_timeout_s(file_size_mib, warmup_s, duration_s):
+def default_timeout_s(file_size_mib: float, warmup_s: float, duration_s: float) -> float:
     return warmup_s + duration_s + 2 * file_size_mib * 1.048576 / _WORST_MBPS + _SLACK_S
 
 
-def _open(path, flags, direct):
+def _open(path: str, flags: int, direct: bool) -> tuple[int, bool]:
     """Open with O_DIRECT when asked and supported; returns (fd, direct actually used)."""
     if direct and hasattr(os, "O_DIRECT"):
         try:
@@ -85,12 +88,12 @@ def _open(path, flags, direct):
     return os.open(path, flags), False
 
 
-def _check(deadline, timeout_s, doing):
+def _check(deadline: float, timeout_s: float, doing: str) -> None:
     if time.monotonic() > deadline:
         raise BenchTimeout("disk benchmark timed out after %gs while %s" % (timeout_s, doing))
 
 
-def _write_file(path, size, direct, deadline, timeout_s, progress):
+def _write_file(path: str, size: int, direct: bool, deadline: float, timeout_s: float, progress: Optional[Progress]) -> tuple[float, bool]:
     """Sequential write of the test file; returns (seconds, O_DIRECT used)."""
     block = mmap.mmap(-1, SEQUENTIAL_BLOCK_BYTES)
     block.write(os.urandom(SEQUENTIAL_BLOCK_BYTES))  # real data: no holes, nothing for a compressing fs to skip
@@ -117,7 +120,7 @@ def _write_file(path, size, direct, deadline, timeout_s, progress):
         block.close()
 
 
-def _read_sequential(fd, size, deadline, timeout_s, progress):
+def _read_sequential(fd: int, size: int, deadline: float, timeout_s: float, progress: Optional[Progress]) -> float:
     block = mmap.mmap(-1, SEQUENTIAL_BLOCK_BYTES)
     try:
         start = time.perf_counter()
@@ -131,10 +134,11 @@ def _read_sequential(fd, size, deadline, timeout_s, progress):
         block.close()
 
 
-def random_reads(fd, blocks, seconds, rng, deadline=None, progress=None):
+def random_reads(fd: int, blocks: int, seconds: float, rng: random.Random, deadline: Optional[float] = None,
+                 progress: Optional[Progress] = None) -> list[int]:
     """Latencies (ns) of random 4 KiB reads at queue depth 1 for ``seconds`` (or until the deadline)."""
     buffers = [mmap.mmap(-1, BLOCK_BYTES)]
-    latencies = []
+    latencies: list[int] = []
     append, preadv, randrange, clock = latencies.append, os.preadv, rng.randrange, time.perf_counter_ns
     now = clock()
     end = now + int(seconds * 1e9)
@@ -154,8 +158,14 @@ def random_reads(fd, blocks, seconds, rng, deadline=None, progress=None):
     return latencies
 
 
-def run_disk(directory, file_size_mib=256, warmup_s=2.0, duration_s=10.0, timeout_s=None, progress=None, seed=None,
-             direct=True):
+def _us(ns: Optional[float]) -> Optional[float]:
+    """A latency in nanoseconds -> microseconds, 2 decimals."""
+    return None if ns is None else rounded(ns / 1e3, 2)
+
+
+def run_disk(directory: str, file_size_mib: float = 256, warmup_s: float = 2.0, duration_s: float = 10.0,
+             timeout_s: Optional[float] = None, progress: Optional[Progress] = None, seed: Optional[int] = None,
+             direct: bool = True) -> dict[str, Any]:
     """Random-read IOPS / latency and sequential MB/s on a test file that is always removed."""
     if not os.path.isdir(directory):
         raise BenchError("disk: directory %s does not exist" % directory)
@@ -167,7 +177,8 @@ def run_disk(directory, file_size_mib=256, warmup_s=2.0, duration_s=10.0, timeou
     deadline = time.monotonic() + timeout_s
     notes = []
     path = None
-    latencies, write_s, read_s = [], None, None
+    latencies: list[int] = []
+    write_s = read_s = 0.0  # both set by the run below before anything reads them
     with _SigtermRaises():
         try:
             handle, path = tempfile.mkstemp(prefix=TEST_FILE_PREFIX, suffix=".bin", dir=directory)
@@ -208,11 +219,11 @@ def run_disk(directory, file_size_mib=256, warmup_s=2.0, duration_s=10.0, timeou
         block_size_bytes=BLOCK_BYTES,
         read_iops=rounded(len(latencies) / total_s, 1),
         read_latency_us={
-            "mean": rounded(mean(latencies) / 1e3, 2),
-            "p50": rounded(percentile(ordered, 50) / 1e3, 2),
-            "p95": rounded(percentile(ordered, 95) / 1e3, 2),
-            "p99": rounded(percentile(ordered, 99) / 1e3, 2),
-            "max": rounded(ordered[-1] / 1e3, 2),
+            "mean": _us(mean(latencies)),
+            "p50": _us(percentile(ordered, 50)),
+            "p95": _us(percentile(ordered, 95)),
+            "p99": _us(percentile(ordered, 99)),
+            "max": _us(ordered[-1]),
         },
         random_reads=len(latencies),
         seq_write_mbps=rounded(size / write_s / 1e6, 1),

@@ -12,10 +12,20 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import time
+from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import torch_worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import worker as _worker
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FAILED, OK, SKIPPED, BenchError, outcome, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import (
+    FAILED,
+    OK,
+    SKIPPED,
+    BenchError,
+    Progress,
+    outcome,
+    rounded,
+)
+from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_ABSENT, READ_OK
 
 FIGURES = ("bf16_tflops", "fp16_tflops", "fp32_tflops", "h2d_gbps", "d2h_gbps", "memory_bandwidth_gbps")
 # CUDA context creation, torch import and allocations on top of the timed loops.
@@ -23,18 +33,18 @@ _SLACK_S = 120.0
 INVENTORY_TIMEOUT_S = 120.0
 
 
-def torch_inventory(python=None, timeout_s=INVENTORY_TIMEOUT_S):
+def torch_inventory(python: Optional[str] = None, timeout_s: float = INVENTORY_TIMEOUT_S) -> dict[str, Any]:
     """torch/CUDA versions and devices as the worker's interpreter sees them; status "absent" without torch."""
     return _worker.run_worker(torch_worker, {"mode": "inventory"}, timeout_s, "torch inventory", python=python)
 
 
-def default_timeout_s(warmup_s, duration_s):
+def default_timeout_s(warmup_s: float, duration_s: float) -> float:
     return 3 * (warmup_s + duration_s) + _SLACK_S
 
 
-def gpu_entry(answer):
+def gpu_entry(answer: dict[str, Any]) -> dict[str, Any]:
     """One worker answer -> the per-GPU record (figures rounded, units in the names)."""
-    entry = {"index": answer.get("index"), "name": answer.get("name"), "status": OK, "message": None}
+    entry: dict[str, Any] = {"index": answer.get("index"), "name": answer.get("name"), "status": OK, "message": None}
     for key in FIGURES:
         entry[key] = rounded(answer.get(key), 2)
     entry["matrix_n"] = answer.get("matrix_n")
@@ -42,17 +52,18 @@ def gpu_entry(answer):
     return entry
 
 
-def run_gpu(warmup_s, duration_s, python=None, matrix_n=8192, transfer_mib=256, device_copy_mib=1024, repeats=10,
-            timeout_s=None, progress=None, inventory=None, clock=time.monotonic):
+def run_gpu(warmup_s: float, duration_s: float, python: Optional[str] = None, matrix_n: int = 8192, transfer_mib: int = 256,
+            device_copy_mib: int = 1024, repeats: int = 10, timeout_s: Optional[float] = None, progress: Optional[Progress] = None,
+            inventory: Optional[dict[str, Any]] = None, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Every visible GPU, one after the other. Each entry keeps its measuring window in "_window"."""
     inventory = inventory or torch_inventory(python)
-    if inventory.get("status") == "absent":
+    if inventory.get("status") == READ_ABSENT:
         return outcome(SKIPPED, inventory.get("reason"), method="torch", gpus=[])
     if not inventory.get("cuda_available") or not inventory.get("devices"):
         return outcome(SKIPPED, "torch %s sees no CUDA device" % inventory.get("torch_version"), method="torch",
                        torch_version=inventory.get("torch_version"), gpus=[])
     timeout_s = timeout_s or default_timeout_s(warmup_s, duration_s)
-    entries = []
+    entries: list[dict[str, Any]] = []
     for device in inventory["devices"]:
         args = {"mode": "bench", "device": device["index"], "matrix_n": matrix_n, "transfer_mib": transfer_mib,
                 "device_copy_mib": device_copy_mib, "repeats": repeats, "warmup_s": warmup_s, "duration_s": duration_s}
@@ -60,7 +71,7 @@ def run_gpu(warmup_s, duration_s, python=None, matrix_n=8192, transfer_mib=256, 
         try:
             answer = _worker.run_worker(torch_worker, args, timeout_s, "gpu %d benchmark" % device["index"],
                                         python=python, progress=progress)
-            if answer.get("status") != OK:
+            if answer.get("status") != READ_OK:
                 raise BenchError(answer.get("reason") or "gpu %d benchmark answered %r" % (device["index"], answer))
             entry = gpu_entry(answer)
         except BenchError as exc:

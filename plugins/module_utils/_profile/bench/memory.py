@@ -26,7 +26,8 @@ import os
 import threading
 import time
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.host import _read_or_none, parse_meminfo_kib
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
+from ansible_collections.continuum.hydra.plugins.module_utils._host.procfs import meminfo_kib
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, BenchError, cv, mean, outcome, rounded
 
@@ -51,17 +52,15 @@ def last_level_cache_bytes(root="/"):
     """Sum of the distinct caches of the highest level (one L3 per CCX / socket), None when unreadable."""
     caches = {}
     for index_dir in glob.glob(os.path.join(root, "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*")):
-        try:
-            with open(os.path.join(index_dir, "level")) as handle:
-                level = int(handle.read())
-            with open(os.path.join(index_dir, "type")) as handle:
-                kind = handle.read().strip()
-            with open(os.path.join(index_dir, "size")) as handle:
-                size = parse_cache_size(handle.read())
-            with open(os.path.join(index_dir, "shared_cpu_list")) as handle:
-                shared = handle.read().strip()
-        except (OSError, ValueError):
+        texts = [read_text_or_none(os.path.join(index_dir, name)) for name in ("level", "type", "size", "shared_cpu_list")]
+        if any(text is None for text in texts):
             continue
+        level_text, kind_text, size_text, shared_text = (text or "" for text in texts)
+        try:
+            level, size = int(level_text), parse_cache_size(size_text)
+        except ValueError:
+            continue
+        kind, shared = kind_text.strip(), shared_text.strip()
         if kind != "Instruction":
             caches[(level, shared)] = size
     if not caches:
@@ -71,7 +70,7 @@ def last_level_cache_bytes(root="/"):
 
 
 def available_memory_bytes(root="/"):
-    kib = parse_meminfo_kib(_read_or_none(os.path.join(root, "proc/meminfo")), "MemAvailable")
+    kib = meminfo_kib(read_text_or_none(os.path.join(root, "proc/meminfo")), "MemAvailable")
     return kib * 1024 if kib is not None else None
 
 
@@ -157,7 +156,7 @@ class ThreadTeam:
             self._barrier.wait()
             self._barrier.wait()
         except threading.BrokenBarrierError:
-            raise BenchError("memory benchmark thread failed: %s" % self._error)
+            raise BenchError("memory benchmark thread failed: %s" % self._error) from None
         return time.perf_counter() - start
 
     def close(self):
@@ -204,7 +203,7 @@ def run_memory(warmup_s, duration_s, array_mib=None, threads=None, progress=None
     try:
         kernels = StreamKernels(numpy, size // 8, threads, CHUNK_ELEMENTS * max(1, threads // 16))
     except MemoryError:
-        raise BenchError("cannot allocate 3 arrays of %d MiB" % (size // MIB))
+        raise BenchError("cannot allocate 3 arrays of %d MiB" % (size // MIB)) from None
     team = ThreadTeam(kernels, threads) if threads > 1 else None
     try:
         if team is not None:

@@ -15,25 +15,26 @@ breaking changes at any time. Do not use it from other collections or roles.
 import datetime
 import json
 import time
+from typing import IO, Any, Callable, Optional
 
 
 class RunLog:
     """Append-only JSONL events; a RunLog without a path only keeps the phase records."""
 
-    def __init__(self, path=None, progress_every_s=1.0, clock=time.monotonic):
+    def __init__(self, path: Optional[str] = None, progress_every_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
         self._clock = clock
         self._start = clock()
         self._progress_every_s = progress_every_s
-        self._handle = None
-        self.phases = []
+        self._handle: Optional[IO[str]] = None
+        self.phases: list[dict[str, Any]] = []
         if path:
             try:
                 self._handle = open(path, "a", buffering=1)
             except OSError as exc:
                 raise ValueError("run_log: cannot open %s for appending: %s" % (path, exc.strerror or exc)) from exc
 
-    def event(self, event, **fields):
+    def event(self, event: str, **fields: Any) -> dict[str, Any]:
         record = {
             "ts": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "elapsed_s": round(self._clock() - self._start, 3),
@@ -44,27 +45,28 @@ class RunLog:
             self._handle.write(json.dumps(record, sort_keys=True, default=str) + "\n")
         return record
 
-    def phase_start(self, phase, **fields):
+    def phase_start(self, phase: str, **fields: Any) -> dict[str, Any]:
         return self.event("phase_start", phase=phase, **fields)
 
-    def phase_end(self, phase, status, **fields):
+    def phase_end(self, phase: str, status: str, **fields: Any) -> dict[str, Any]:
         record = self.event("phase_end", phase=phase, status=status, **fields)
         self.phases.append({"phase": phase, "status": status, "elapsed_s": record["elapsed_s"]})
         return record
 
-    def progress_reporter(self, phase):
+    def progress_reporter(self, phase: str) -> Callable[..., None]:
         """A callable(step, done, total, unit="s") that writes at most one progress line per interval."""
-        state = {"last": None}
+        state: dict[str, Optional[float]] = {"last": None}
 
-        def report(step, done, total, unit="s"):
+        def report(step: str, done: float, total: float, unit: str = "s") -> None:
             now = self._clock()
-            if state["last"] is not None and now - state["last"] < self._progress_every_s:
+            last = state["last"]
+            if last is not None and now - last < self._progress_every_s:
                 return
             state["last"] = now
             self.event("progress", phase=phase, step=step, done=round(done, 2), total=round(total, 2), unit=unit)
         return report
 
-    def close(self):
+    def close(self) -> None:
         if self._handle is not None:
             self._handle.close()
             self._handle = None

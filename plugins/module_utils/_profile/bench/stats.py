@@ -8,11 +8,16 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import math
+from collections.abc import Iterable, Sequence
+from typing import Any, Callable, Optional
 
 OK = "ok"
 FALLBACK = "fallback"  # measured, but with a lower-fidelity method (labelled in "method")
 SKIPPED = "skipped"
 FAILED = "error"
+
+# A progress callback: progress(step, done, total[, unit]) (RunLog.progress_reporter makes one).
+Progress = Callable[..., None]
 
 
 class BenchError(Exception):
@@ -23,33 +28,34 @@ class BenchTimeout(BenchError):
     """A benchmark ran past its timeout."""
 
 
-def outcome(status, message=None, **figures):
+def outcome(status: str, message: Optional[str] = None, **figures: Any) -> dict[str, Any]:
     """What every benchmark returns: status, one-line message, then its figures (units in the names)."""
-    out = {"status": status, "message": message}
+    out: dict[str, Any] = {"status": status, "message": message}
     out.update(figures)
     return out
 
 
-def mean(values):
-    values = list(values)
-    return sum(values) / len(values) if values else None
+def mean(values: Iterable[float]) -> Optional[float]:
+    items = list(values)
+    return sum(items) / len(items) if items else None
 
 
-def stdev(values):
-    values = list(values)
-    if len(values) < 2:
-        return 0.0 if values else None
-    avg = mean(values)
-    return math.sqrt(sum((v - avg) ** 2 for v in values) / (len(values) - 1))
+def stdev(values: Iterable[float]) -> Optional[float]:
+    items = list(values)
+    if len(items) < 2:
+        return 0.0 if items else None
+    avg = sum(items) / len(items)
+    return math.sqrt(sum((v - avg) ** 2 for v in items) / (len(items) - 1))
 
 
-def cv(values):
+def cv(values: Sequence[float]) -> Optional[float]:
     """Coefficient of variation (stdev / mean); None when undefined."""
     avg = mean(values)
-    return None if not avg else stdev(values) / avg
+    spread = stdev(values)
+    return None if not avg or spread is None else spread / avg
 
 
-def percentile(sorted_values, pct):
+def percentile(sorted_values: Sequence[float], pct: float) -> Optional[float]:
     """Linear-interpolated percentile of an already sorted list (pct in 0..100)."""
     if not sorted_values:
         return None
@@ -59,5 +65,5 @@ def percentile(sorted_values, pct):
     return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * (rank - low)
 
 
-def rounded(value, digits=3):
+def rounded(value: Optional[float], digits: int = 3) -> Optional[float]:
     return None if value is None else round(float(value), digits)

@@ -24,8 +24,8 @@ import subprocess
 import threading
 import time
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.gpu import _nvidia_smi as nvidia_smi_binary
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import mean, rounded
 
 # NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
@@ -277,20 +277,20 @@ class NvmlSource:
         nvml = self._nvml
         rows = []
         for handle, static in zip(self._handles, self._static):
-            util = self._call(lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
-            used = self._call(lambda: nvml.nvmlDeviceGetMemoryInfo(handle).used)
-            power = self._call(lambda: nvml.nvmlDeviceGetPowerUsage(handle))
+            util = self._call(lambda handle=handle: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            used = self._call(lambda handle=handle: nvml.nvmlDeviceGetMemoryInfo(handle).used)
+            power = self._call(lambda handle=handle: nvml.nvmlDeviceGetPowerUsage(handle))
             row = dict(static)
             row.update({
                 "util_pct": util,
                 "memory_used_mib": used / 1048576.0 if used is not None else None,
                 "power_w": power / 1000.0 if power is not None else None,  # NVML reports milliwatts
-                "temperature_c": self._call(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
-                "sm_clock_mhz": self._call(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
-                "mem_clock_mhz": self._call(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+                "temperature_c": self._call(lambda handle=handle: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+                "sm_clock_mhz": self._call(lambda handle=handle: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                "mem_clock_mhz": self._call(lambda handle=handle: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
                 "throttle_mask": self._throttle(handle),
-                "pcie_gen": self._call(lambda: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
-                "pcie_width": self._call(lambda: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+                "pcie_gen": self._call(lambda handle=handle: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+                "pcie_width": self._call(lambda handle=handle: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
             })
             rows.append(normalise_row(row))
         return rows
@@ -396,7 +396,7 @@ def pick_gpu_source(on_row, interval_s, nvidia_smi_path=None, nvml=None):
         except Exception as exc:  # pylint: disable=broad-exception-caught
             notes.append("NVML is unusable (%s): GPU telemetry falls back to nvidia-smi" % exc)
     try:
-        binary = nvidia_smi_binary({"nvidia_smi_path": nvidia_smi_path})
+        binary = find_nvidia_smi(nvidia_smi_path)
     except (ProbeAbsent, ProbeError):
         binary = None
     if binary:

@@ -14,16 +14,19 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+# Standard library only, and nothing from the collection: worker.py runs this file's source as ``python -c``.
+# So the answer's reading outcomes are spelled here ("ok" / "absent": _status.READ_OK / READ_ABSENT).
+# torch and its tensors are typed Any (torch is imported in main(), when the child has it).
 import json
 import sys
 import time
+from typing import Any, Callable, Optional
 
 MIB = 1024 * 1024
 
-
-def inventory(torch):
+def inventory(torch: Any) -> dict[str, Any]:
     available = bool(torch.cuda.is_available())
-    devices = []
+    devices: list[dict[str, Any]] = []
     for index in range(torch.cuda.device_count() if available else 0):
         props = torch.cuda.get_device_properties(index)
         devices.append({"index": index, "name": props.name, "total_memory_bytes": int(props.total_memory),
@@ -32,7 +35,7 @@ def inventory(torch):
             "cuda_version": getattr(torch.version, "cuda", None), "devices": devices}
 
 
-def _sync_timed(torch, step, warmup_s, duration_s, batch=10):
+def _sync_timed(torch: Any, step: Callable[[], Any], warmup_s: float, duration_s: float, batch: int = 10) -> tuple[int, float]:
     """Warm up, then run ``step`` in synchronised batches until duration_s; returns (calls, seconds)."""
     step()
     torch.cuda.synchronize()
@@ -53,7 +56,7 @@ def _sync_timed(torch, step, warmup_s, duration_s, batch=10):
             return calls, elapsed
 
 
-def matmul_tflops(torch, device, dtype, n, warmup_s, duration_s):
+def matmul_tflops(torch: Any, device: Any, dtype: Any, n: int, warmup_s: float, duration_s: float) -> float:
     a = torch.randn(n, n, device=device, dtype=dtype)
     b = torch.randn(n, n, device=device, dtype=dtype)
     out = torch.empty(n, n, device=device, dtype=dtype)
@@ -61,7 +64,7 @@ def matmul_tflops(torch, device, dtype, n, warmup_s, duration_s):
     return 2.0 * n ** 3 * calls / seconds / 1e12
 
 
-def transfer_gbps(torch, device, nbytes, repeats):
+def transfer_gbps(torch: Any, device: Any, nbytes: int, repeats: int) -> tuple[Optional[float], Optional[float]]:
     """Pinned host -> device and device -> host copy rates; the buffers are freed on return."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
     gpu = torch.empty(nbytes, dtype=torch.uint8, device=device)
@@ -70,11 +73,11 @@ def transfer_gbps(torch, device, nbytes, repeats):
     return h2d, d2h
 
 
-def _best_copy_gbps(torch, copy, nbytes, repeats):
+def _best_copy_gbps(torch: Any, copy: Callable[[], Any], nbytes: int, repeats: int) -> Optional[float]:
     """Best of the timed copies, with CUDA events (they time the GPU, not the Python call)."""
     copy()
     torch.cuda.synchronize()
-    best = None
+    best: Optional[float] = None
     for _repeat in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
@@ -87,16 +90,16 @@ def _best_copy_gbps(torch, copy, nbytes, repeats):
     return best
 
 
-def bench(torch, args):
+def bench(torch: Any, args: dict[str, Any]) -> dict[str, Any]:
     index = args["device"]
     device = torch.device("cuda", index)
     torch.cuda.set_device(device)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     props = torch.cuda.get_device_properties(index)
-    notes = []
-    out = {"status": "ok", "index": index, "name": props.name, "torch_version": torch.__version__,
-           "matrix_n": args["matrix_n"], "transfer_bytes": args["transfer_mib"] * MIB}
+    notes: list[str] = []
+    out: dict[str, Any] = {"status": "ok", "index": index, "name": props.name, "torch_version": torch.__version__,
+                           "matrix_n": args["matrix_n"], "transfer_bytes": args["transfer_mib"] * MIB}
     dtypes = (("bf16_tflops", torch.bfloat16), ("fp16_tflops", torch.float16), ("fp32_tflops", torch.float32))
     for key, dtype in dtypes:
         if dtype is torch.bfloat16 and not torch.cuda.is_bf16_supported():
@@ -114,12 +117,12 @@ def bench(torch, args):
     return out
 
 
-def _answer(result):
+def _answer(result: dict[str, Any]) -> None:
     """The one JSON line the parent reads (stdout is the protocol, not a log)."""
     sys.stdout.write(json.dumps(result) + "\n")
 
 
-def main():
+def main() -> None:
     args = json.loads(sys.argv[1])
     try:
         import torch  # pylint: disable=import-outside-toplevel

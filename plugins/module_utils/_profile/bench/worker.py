@@ -20,11 +20,14 @@ import signal
 import subprocess
 import sys
 import time
+from types import ModuleType
+from typing import Any, Callable, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import BenchError, BenchTimeout
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import BenchError, BenchTimeout, Progress
 
 
-def start_worker(module, args, python=None, env=None):
+def start_worker(module: ModuleType, args: dict[str, Any], python: Optional[str] = None,
+                 env: Optional[dict[str, str]] = None) -> subprocess.Popen[bytes]:
     """Start the worker and return the Popen (its own process group, LANG=C)."""
     child_env = dict(os.environ, LANG="C", LC_ALL="C")
     child_env.update(env or {})
@@ -36,7 +39,7 @@ def start_worker(module, args, python=None, env=None):
         raise BenchError("cannot start %s: %s" % (argv[0], exc.strerror or exc)) from exc
 
 
-def kill_group(proc):
+def kill_group(proc: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
@@ -47,7 +50,8 @@ def kill_group(proc):
         pass
 
 
-def finish_worker(proc, timeout_s, label, progress=None, step_s=1.0, clock=time.monotonic):
+def finish_worker(proc: subprocess.Popen[bytes], timeout_s: float, label: str, progress: Optional[Progress] = None,
+                  step_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
     """Wait for the worker (reporting progress every step), kill it past the timeout, parse its last line."""
     start = clock()
     while True:
@@ -64,7 +68,7 @@ def finish_worker(proc, timeout_s, label, progress=None, step_s=1.0, clock=time.
     return parse_answer(proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"), label)
 
 
-def parse_answer(returncode, stdout, stderr, label):
+def parse_answer(returncode: Optional[int], stdout: str, stderr: str, label: str) -> dict[str, Any]:
     """The worker's JSON answer (its last stdout line); BenchError naming the failure otherwise."""
     lines = [line for line in stdout.splitlines() if line.strip()]
     if returncode != 0:
@@ -81,5 +85,6 @@ def parse_answer(returncode, stdout, stderr, label):
     return answer
 
 
-def run_worker(module, args, timeout_s, label, python=None, env=None, progress=None):
+def run_worker(module: ModuleType, args: dict[str, Any], timeout_s: float, label: str, python: Optional[str] = None,
+               env: Optional[dict[str, str]] = None, progress: Optional[Progress] = None) -> dict[str, Any]:
     return finish_worker(start_worker(module, args, python=python, env=env), timeout_s, label, progress=progress)

@@ -115,6 +115,22 @@ def test_only_runs_just_the_probes_the_selected_checks_need():
     assert set(ran) == set(_doctor.ALWAYS_PROBED[1:]) | set(some.probes) - {"host"}
 
 
+def test_probes_get_resolved_options_not_the_expect_dict():
+    options = _doctor.probe_options({"xid_window_hours": 48}, timeouts={"kernel_log": 5})
+    assert "expect" not in options
+    assert options["xid_window_hours"] == 48 and options["disk_paths"] is None
+    assert options["timeouts"] == dict(_doctor.DEFAULT_TIMEOUTS, kernel_log=5)
+    options = _doctor.probe_options({"disk_paths": ["/scratch"]})
+    assert options["xid_window_hours"] == 24 and options["disk_paths"] == ["/scratch"]
+    seen = {}
+
+    def kernel_log(options):
+        seen.update(options)
+        return {}
+    _doctor.run(only=["gpu.xid_errors"], expect={"xid_window_hours": 6}, probes=_probe_table(kernel_log=kernel_log))
+    assert seen["xid_window_hours"] == 6 and "expect" not in seen
+
+
 def test_deterministic_results_diff_clean():
     first = _doctor.run(deterministic=True, probes=_probe_table())
     second = _doctor.run(deterministic=True, probes=_probe_table())

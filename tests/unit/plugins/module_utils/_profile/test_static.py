@@ -4,8 +4,10 @@ import os
 
 import pytest
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command as _command
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
-from ansible_collections.continuum.hydra.plugins.module_utils._profile import run as _profile
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import run as _run
+from ansible_collections.continuum.hydra.plugins.module_utils._profile import static as _profile
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 CPUINFO = """processor\t: 0
@@ -132,10 +134,10 @@ def test_os_profile(host):
 
 
 def test_unreadable_tree_gives_notes_not_errors(tmp_path):
-    options = {"timeouts": dict(_profile.DEFAULT_TIMEOUTS), "nvidia_smi_path": None, "torch_python": None, "expect": {}}
+    options = {"timeouts": dict(_run.DEFAULT_TIMEOUTS), "nvidia_smi_path": None, "torch_python": None, "expect": {}}
 
     def no_nvidia_smi(options):
-        raise _profile._command.ProbeAbsent("nvidia-smi not found on PATH")
+        raise _command.ProbeAbsent("nvidia-smi not found on PATH")
     absent = {"nvidia_smi": no_nvidia_smi}
     static = _profile.static_profile(options, root=str(tmp_path), probes=absent, inventory={"status": "absent", "reason": "no torch"})
     assert static["gpus"] == [] and static["cpu"]["model"] is None
@@ -182,23 +184,23 @@ def test_topology_with_nvlink_pairs():
 def test_bad_options_are_one_line_errors(kwargs, message):
     args = dict(benchmarks=[], benchmark_options=None, warmup_s=1, duration_s=1, sample_interval_s=1, expect=None, timeouts=None)
     args.update(kwargs)
-    with pytest.raises(_profile.ProfileInputError) as exc:
-        _profile.validate(**args)
+    with pytest.raises(_run.ProfileInputError) as exc:
+        _run.validate(**args)
     assert str(exc.value) == message
 
 
 def test_doctor_expectations_are_accepted_too():
-    _profile.validate([], None, 1, 1, 1, {"gpu_model": "H100", "disk_read_iops_min": 5000}, None)
+    _run.validate([], None, 1, 1, 1, {"gpu_model": "H100", "disk_read_iops_min": 5000}, None)
 
 
 def test_run_log_that_cannot_be_opened_is_an_input_error(tmp_path):
-    with pytest.raises(_profile.ProfileInputError, match=r"run_log: cannot open %s/missing/run.jsonl" % tmp_path):
-        _profile.run(benchmarks=[], run_log=str(tmp_path / "missing" / "run.jsonl"))
+    with pytest.raises(_run.ProfileInputError, match=r"run_log: cannot open %s/missing/run.jsonl" % tmp_path):
+        _run.run(benchmarks=[], run_log=str(tmp_path / "missing" / "run.jsonl"))
 
 
 def test_static_only_run_has_the_profile_shape(tmp_path):
     probes = {"nvidia_smi": lambda options: parse_nvidia_smi(read_fixture("nvidia-smi", "a100-sxm4-v12.xml"))}
-    result = _profile.run(benchmarks=[], probes=probes, run_log=str(tmp_path / "run.jsonl"))
+    result = _run.run(benchmarks=[], probes=probes, run_log=str(tmp_path / "run.jsonl"))
     assert set(result) == {"schema_version", "static_profile", "benchmark_results", "benchmarks", "telemetry", "analysis",
                            "remediation", "run_log", "phases", "total_duration_ms"}
     assert set(result["static_profile"]) >= {"cpu", "memory", "storage", "os", "runtime", "gpus", "network", "notes"}
@@ -222,7 +224,7 @@ def test_benchmark_results_names_carry_units():
             {"index": 0, "status": "ok", "message": None, "bf16_tflops": 700.0, "h2d_gbps": 50.0},
             {"index": 1, "status": "error", "message": "gpu 1 benchmark timed out after 60s"}]},
     }
-    rows = dict((row["name"], row) for row in _profile._flatten(benches))
+    rows = dict((row["name"], row) for row in _run._flatten(benches))
     assert rows["cpu_sustained.single_thread_gflops"]["status"] == "WARN"
     expected = {"name": "memory_bandwidth.triad_gbps", "status": "PASS", "result": 42.0, "unit": "GB/s", "message": "m"}
     assert rows["memory_bandwidth.triad_gbps"] == expected

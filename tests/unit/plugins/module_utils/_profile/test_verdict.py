@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import invalid_expectations
+from ansible_collections.continuum.hydra.plugins.module_utils._expect import problems as invalid_expectations
 from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as analysis
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -34,22 +34,7 @@ def _analysed(fleet, options=None, collector=None):
     return analyse(report, options or AnalysisOptions())["analysis"]
 
 
-# ---------------------------------------------------------------- statistics and conventions
-
-@pytest.mark.parametrize("metric, lower", [
-    ("read_latency_us", True), ("step_time_ms", True), ("allreduce_latency", True), ("disk_read_p99_us", True),
-    ("triad_gbps", False), ("read_iops", False), ("bf16_tflops", False), ("samples_per_s", False),
-    ("cpu_gflops_all_cores", False)])
-def test_metric_names_say_which_way_is_better(metric, lower):
-    assert stats.lower_is_better(metric) is lower
-
-
-@pytest.mark.parametrize("metric, judged", [
-    ("memory_triad_gbps", True), ("disk_read_iops", True), ("tokens_per_s", True), ("disk_read_p99_us", True),
-    ("gpu_temperature_max_c", False), ("gpu_count", False), ("gpu_measured", False), ("cpu_method", False)])
-def test_only_rates_and_times_are_compared(metric, judged):
-    assert stats.is_performance_metric(metric) is judged
-
+# ---------------------------------------------------------------- statistics (metric conventions: test_figures.py)
 
 def test_robust_spread_uses_mad_then_mean_absolute_deviation():
     spread = stats.Spread([10.0, 11.0, 12.0, 13.0, 100.0])
@@ -150,7 +135,7 @@ def test_a_field_without_majority_is_a_split_and_blames_nobody():
 
 def test_expected_versions_pin_golden_values_for_all_or_per_class():
     fleet = SyntheticFleet({"a100x8": 5, "a10gx4": 5})
-    a100, a10g = fleet.names("a100x8"), fleet.names("a10gx4")
+    a100 = fleet.names("a100x8")
     fleet.set_env(a100[0], "driver_version", "550.54.15")
     expected = parse_expected("""
 driver_version: ["550.54.15", "550.90.07"]

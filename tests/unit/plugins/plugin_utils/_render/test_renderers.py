@@ -105,7 +105,6 @@ def test_markdown_escapes_markup_and_keeps_table_rows_whole(report):
     for row in rows:
         # a cell boundary is a pipe that is not backslash-escaped
         cells = len(re.findall(r"(?<!\\)\|", row)) - 1
-        header = [r for r in rows if not r.startswith("|---")]
         assert cells >= 1 and row.endswith(" |")
     failing = [r for r in rows if r.startswith("| line")]
     assert failing and all(len(re.findall(r"(?<!\\)\|", r)) == 7 for r in failing)
@@ -163,7 +162,7 @@ def test_prometheus_label_values_round_trip_and_families_are_whole(report):
     families = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
     assert len(families) == len(set(families))
     seen = []
-    for name, dummy, dummy2 in samples:
+    for name, _, _ in samples:
         if not seen or seen[-1] != name:
             assert name not in seen, "family %s is split" % name
             seen.append(name)

@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import gpu as gpu_checks
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
@@ -535,7 +536,7 @@ def test_a_replayed_recording_runs_every_gpu_check_through_the_real_probes(tmp_p
 
 
 def test_xid_window_expectation_is_declared_with_the_probe_default():
-    spec = registry.expectations()["xid_window_hours"]
+    spec = _expect.table()["xid_window_hours"]
     assert (spec["kind"], spec["default"]) == ("int", 24)
     with pytest.raises(_doctor.DoctorInputError, match="expect.xid_window_hours: '24h' is not a int"):
         _doctor.run(only=["gpu.xid_errors"], expect={"xid_window_hours": "24h"})

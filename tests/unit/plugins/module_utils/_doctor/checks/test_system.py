@@ -178,7 +178,7 @@ def test_disk_space():
 
 
 def test_disk_space_explicit_missing_path_warns(tmp_path):
-    data = system.probe_disk_space(dict(OPTIONS, expect={"disk_paths": [str(tmp_path), "/no/such/scratch"]}))
+    data = system.probe_disk_space(dict(OPTIONS, disk_paths=[str(tmp_path), "/no/such/scratch"]))
     record = judge("system.disk_space", {"disk_paths": [str(tmp_path), "/no/such/scratch"]}, disk_space=ok(data))
     assert record["status"] == "WARN" and record["message"] == "/no/such/scratch does not exist"
 
@@ -277,7 +277,7 @@ def test_a_hung_statvfs_is_an_error_not_a_hang():
     from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError
     release = threading.Event()
     try:
-        options = {"expect": {"disk_paths": ["/"]}, "timeouts": {"command": 0.2}}
+        options = {"disk_paths": ["/"], "timeouts": {"command": 0.2}}
         with pytest.raises(ProbeError) as err:
             system_probes.probe_disk_space(options, statvfs=lambda path: release.wait(30))
         assert str(err.value) == "statvfs(/) timed out after 0.2s"

@@ -19,7 +19,7 @@ no_driver_here = pytest.mark.skipif(os.path.exists("/dev/nvidiactl"), reason="th
 
 
 def options(**extra):
-    base = {"timeouts": dict(TIMEOUTS), "nvidia_smi_path": None, "torch_python": None, "expect": {}}
+    base = {"timeouts": dict(TIMEOUTS), "nvidia_smi_path": None, "torch_python": None}
     base.update(extra)
     return base
 
@@ -216,7 +216,7 @@ def test_kernel_log_replayed_without_journal_keeps_only_xids_in_the_window(tmp_p
     data = gpu_probes.probe_kernel_log(options())
     assert data["source"] == "dmesg"
     assert [(x["pci"], x["code"], x["pid"]) for x in data["xids"]] == [("0000:01:00", 79, 1234)]
-    wider = gpu_probes.probe_kernel_log(options(expect={"xid_window_hours": 72}))
+    wider = gpu_probes.probe_kernel_log(options(xid_window_hours=72))
     assert [x["code"] for x in wider["xids"]] == [13, 79] and wider["window_hours"] == 72
 
 
@@ -264,7 +264,7 @@ def test_dmesg_without_time_format_falls_back_to_the_whole_buffer(tmp_path, monk
 
 def test_bad_window_and_no_tool_at_all(tmp_path, monkeypatch):
     with pytest.raises(ProbeError, match="xid_window_hours: 0"):
-        gpu_probes.probe_kernel_log(options(expect={"xid_window_hours": 0}))
+        gpu_probes.probe_kernel_log(options(xid_window_hours=0))
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ProbeAbsent):
         gpu_probes.probe_kernel_log(options())
@@ -367,7 +367,7 @@ def test_nvlink_prefers_nvml_when_it_initialises(monkeypatch):
     data = gpu_probes.probe_nvlink(options(nvidia_smi_path="/nonexistent/nvidia-smi"))  # never run
     assert data["source"] == "nvml" and calls == ["init", "shutdown"]
     links = data["gpus"][0]["links"]
-    assert len(links) == 12 and [l["link"] for l in links if not l["active"]] == [11]
+    assert len(links) == 12 and [link["link"] for link in links if not link["active"]] == [11]
     nvml_from_recording(monkeypatch, "tesla-t4.xml", [])
     with pytest.raises(ProbeAbsent, match="no GPU on this host has NVLink"):
         gpu_probes.probe_nvlink(options())

@@ -5,6 +5,7 @@ import platform
 import sys
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host
+from ansible_collections.continuum.hydra.plugins.module_utils._host import runtime
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 from ansible_collections.continuum.hydra.tests.support.host_tree import copy_host_tree
 
@@ -35,19 +36,19 @@ def test_recorded_files_of_this_machine(tmp_path):
 
 
 def test_container_runtimes(tmp_path):
-    assert host.detect_container("0::/\n", str(tmp_path), {}) is None
-    assert host.detect_container("0::/\n", str(tmp_path), {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "kubernetes"
-    assert host.detect_container("12:memory:/kubepods/burstable/pod1/abc\n", str(tmp_path), {}) == "kubernetes"
+    assert runtime.detect_container("0::/\n", str(tmp_path), {}) is None
+    assert runtime.detect_container("0::/\n", str(tmp_path), {"KUBERNETES_SERVICE_HOST": "10.0.0.1"}) == "kubernetes"
+    assert runtime.detect_container("12:memory:/kubepods/burstable/pod1/abc\n", str(tmp_path), {}) == "kubernetes"
     (tmp_path / "run").mkdir()
     (tmp_path / "run/.containerenv").write_text("")
-    assert host.detect_container("0::/\n", str(tmp_path), {}) == "podman"
+    assert runtime.detect_container("0::/\n", str(tmp_path), {}) == "podman"
 
 
 def test_hypervisor_from_dmi():
-    assert host.detect_hypervisor(False, "Amazon EC2", "p5.48xlarge") == "Amazon EC2"
-    assert host.detect_hypervisor(True, "QEMU", "Standard PC (Q35 + ICH9, 2009)") == "QEMU"
-    assert host.detect_hypervisor(False, "Dell Inc.", "PowerEdge XE9680") is None
-    assert host.detect_hypervisor(True, None, None) == "unknown hypervisor"
+    assert runtime.detect_hypervisor(False, "Amazon EC2", "p5.48xlarge") == "Amazon EC2"
+    assert runtime.detect_hypervisor(True, "QEMU", "Standard PC (Q35 + ICH9, 2009)") == "QEMU"
+    assert runtime.detect_hypervisor(False, "Dell Inc.", "PowerEdge XE9680") is None
+    assert runtime.detect_hypervisor(True, None, None) == "unknown hypervisor"
 
 
 def test_nccl_settings_precedence_environment_user_file_system_file(tmp_path):

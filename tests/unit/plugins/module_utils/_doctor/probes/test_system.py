@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system
+from ansible_collections.continuum.hydra.plugins.module_utils._host import procfs
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO, fixture_path, read_fixture
 from ansible_collections.continuum.hydra.tests.support.host_tree import HOST, OPTIONS, copy_host_tree, edit, lay_out_dump, recorded_statvfs, v2_tree
@@ -44,14 +45,14 @@ def test_dev_shm_64_mib_and_missing(tmp_path):
 # ---------------------------------------------------------------- cgroups
 
 def test_mount_tables_of_this_machine_parse_to_the_same_cgroup_mounts():
-    info = system.parse_mountinfo(read_fixture("hosts", HOST, "proc/self/mountinfo"))
-    mounts = system.parse_proc_mounts(read_fixture("hosts", HOST, "proc/mounts"))
+    info = procfs.parse_mountinfo(read_fixture("hosts", HOST, "proc/self/mountinfo"))
+    mounts = procfs.parse_proc_mounts(read_fixture("hosts", HOST, "proc/mounts"))
     cgroups = [(m["mount_point"], m["fstype"]) for m in info if m["fstype"].startswith("cgroup")]
     assert cgroups == [(m["mount_point"], m["fstype"]) for m in mounts if m["fstype"].startswith("cgroup")]
     assert ("/sys/fs/cgroup/unified", "cgroup2") in cgroups and ("/sys/fs/cgroup/memory", "cgroup") in cgroups
     assert system.parse_proc_cgroup(read_fixture("hosts", HOST, "proc/self/cgroup"))["v1"]["memory"].startswith("/process_api/")
     with pytest.raises(ProbeError, match="mountinfo line 1"):
-        system.parse_mountinfo("garbage\n")
+        procfs.parse_mountinfo("garbage\n")
     with pytest.raises(ProbeError, match="/proc/self/cgroup line 2"):
         system.parse_proc_cgroup("0::/\nnot a cgroup line\n")
 
@@ -204,14 +205,14 @@ def test_numa_recorded_node_and_a_planted_second_node(tmp_path):
 
 def test_numa_of_this_machine_covers_every_online_cpu():
     nodes = system.probe_numa(OPTIONS)["nodes"]
-    online = system.parse_cpulist(open("/sys/devices/system/cpu/online").read())
+    online = procfs.parse_cpulist(open("/sys/devices/system/cpu/online").read())
     assert sum(n["cpu_count"] for n in nodes) == len(online)
     assert len(nodes) == len([d for d in os.listdir("/sys/devices/system/node") if d.startswith("node") and d[4:].isdigit()])
 
 
 def test_cpulist_forms():
-    assert system.parse_cpulist("0-3,8-9,12\n") == [0, 1, 2, 3, 8, 9, 12]
-    assert system.parse_cpulist("\n") == []  # a memory-only node
+    assert procfs.parse_cpulist("0-3,8-9,12\n") == [0, 1, 2, 3, 8, 9, 12]
+    assert procfs.parse_cpulist("\n") == []  # a memory-only node
 
 
 # ---------------------------------------------------------------- disk space
@@ -221,14 +222,14 @@ def test_disk_space_of_this_machine_and_explicit_paths(tmp_path):
     assert [p["path"] for p in data["paths"]] == ["/", "/tmp"] and not data["paths_explicit"]
     st = os.statvfs("/")
     assert data["paths"][0]["size_bytes"] == st.f_blocks * st.f_frsize
-    data = system.probe_disk_space(dict(OPTIONS, expect={"disk_paths": [str(tmp_path), "/no/such/scratch"]}))
+    data = system.probe_disk_space(dict(OPTIONS, disk_paths=[str(tmp_path), "/no/such/scratch"]))
     assert [p["path"] for p in data["paths"]] == [str(tmp_path)] and data["missing"] == ["/no/such/scratch"]
     # a path the inventory names is never optional: its absence is data for the check to WARN on
-    data = system.probe_disk_space(dict(OPTIONS, expect={"disk_paths": ["/no/such/scratch"]}))
+    data = system.probe_disk_space(dict(OPTIONS, disk_paths=["/no/such/scratch"]))
     assert data["paths"] == [] and data["missing"] == ["/no/such/scratch"] and data["paths_explicit"]
     for bad in ("scratch", 5):
         with pytest.raises(ProbeError, match=r"expect.disk_paths: .* is not an absolute path"):
-            system.probe_disk_space(dict(OPTIONS, expect={"disk_paths": [bad]}))
+            system.probe_disk_space(dict(OPTIONS, disk_paths=[bad]))
 
 
 def test_disk_space_from_a_99_percent_full_statvfs():

@@ -165,9 +165,9 @@ def test_nvlink_status_recording_and_planted_inactive_link():
     text = read_fixture("nvidia-smi-nvlink", "a100-sxm4-40gb-status.txt")
     (gpu,) = parse_nvlink_status(text)
     assert (gpu["index"], gpu["name"], gpu["uuid"]) == (0, "NVIDIA A100-SXM4-40GB", "GPU-fde0a018-ad1a-bbec-ccf6-50a9f64bd178")
-    assert len(gpu["links"]) == 12 and all(l["active"] and l["speed_gbps"] == 25.0 for l in gpu["links"])
+    assert len(gpu["links"]) == 12 and all(link["active"] and link["speed_gbps"] == 25.0 for link in gpu["links"])
     (down,) = parse_nvlink_status(text.replace("Link 7: 25 GB/s", "Link 7: <inactive>"))
-    assert [l["link"] for l in down["links"] if l["active"] is False] == [7]
+    assert [link["link"] for link in down["links"] if link["active"] is False] == [7]
 
 
 def test_nvlink_status_without_links_and_with_unknown_text():

@@ -1,0 +1,134 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The one table of ``hydra_expect`` keys: what a host should look like, read by doctor and profile.
+
+One inventory dict (``hydra_expect``) serves both features, so its keys are
+declared here, once: each with its kind, its default (None: no default, the
+rule that reads it falls back to the hardware's own limits or does not apply),
+a one-line meaning (docs/checks.md) and the feature that reads it. A feature
+validates a host's dict with ``problems(expect)`` before it starts, and reads
+values with ``get(expect, key)``.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import copy
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Optional
+
+# Which feature reads a key.
+DOCTOR = "doctor"
+PROFILE = "profile"
+BOTH = "both"
+READERS = (DOCTOR, PROFILE, BOTH)
+
+# Accepted Python types per declared kind of value (a bool is never an int or a number here).
+KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "number": (int, float), "str": (str,), "bool": (bool,), "list": (list,)}
+
+
+class Key(NamedTuple):
+    """One declared hydra_expect key."""
+
+    name: str
+    kind: str
+    default: Any
+    meaning: str
+    read_by: str
+
+
+# The table, grouped by the feature and check family that reads each key.
+KEYS: tuple[Key, ...] = (
+    # doctor: GPUs and driver (checks/gpu.py)
+    Key("gpu_count", "int", None, "number of GPUs nvidia-smi must see", DOCTOR),
+    Key("gpu_model", "str", None, "text every GPU's product name must contain (case-insensitive), e.g. A100", DOCTOR),
+    Key("driver_min", "str", None, "lowest accepted NVIDIA driver version, e.g. 535.104.05", DOCTOR),
+    Key("driver_max", "str", None, "highest accepted NVIDIA driver version", DOCTOR),
+    Key("cuda_min", "str", None, "lowest CUDA version the driver must support, e.g. 12.2", DOCTOR),
+    Key("pcie_gen", "int", None, "PCIe generation each GPU link must reach under load (instead of its max)", DOCTOR),
+    Key("pcie_width", "int", None, "PCIe lanes each GPU link must have (instead of its max; 8 for x8 slots)", DOCTOR),
+    Key("ecc_mode", "str", None, "ECC mode every GPU must have: enabled or disabled", DOCTOR),
+    Key("mig_mode", "str", None, "MIG mode every MIG-capable GPU must have: enabled or disabled", DOCTOR),
+    Key("persistence_mode", "str", None, "enabled, or disabled where persistence off is intended", DOCTOR),
+    Key("ecc_correctable_warn", "int", 100, "correctable ECC errors per GPU since boot before WARN", DOCTOR),
+    Key("temperature_warn_c", "number", None, "GPU temperature (C) from which gpu.temperature WARNs", DOCTOR),
+    # Resolved by doctor's run into the kernel_log probe's options (the probe fetches only the window).
+    Key("xid_window_hours", "int", 24, "hours of kernel log gpu.xid_errors reads", DOCTOR),
+    Key("gpu_busy_util_pct", "int", 10, "GPU utilization (%) from which a GPU counts as busy", DOCTOR),
+    Key("pcie_replay_warn", "int", 100, "PCIe replays per GPU since driver load before WARN", DOCTOR),
+    Key("row_remap_uncorrectable_warn", "int", 512, "rows remapped for uncorrectable errors per GPU before WARN", DOCTOR),
+    Key("retired_pages_dbe_fail", "int", 15, "pages retired for double-bit errors per GPU (pre-Ampere) before FAIL", DOCTOR),
+    # doctor: software stack (checks/stack.py)
+    Key("torch_required", "bool", None, "whether PyTorch must be installed; unset: expected where nvidia-smi lists GPUs", DOCTOR),
+    Key("torch_version", "str", None, "expected PyTorch version prefix, e.g. `2.5` or `2.5.1`", DOCTOR),
+    Key("torch_cuda_version", "str", None, "expected CUDA version of the PyTorch build, e.g. `12.4`", DOCTOR),
+    # doctor: system and network (checks/system.py)
+    Key("dev_shm_min_gb", "number", 1, "minimum /dev/shm size in GiB (NGC containers use --shm-size=1g)", DOCTOR),
+    Key("cgroup_limit_warn_fraction", "number", 0.5,
+        "WARN when this process's cgroup memory or CPU limit is below this fraction of the host's RAM / CPUs (0 turns it off)", DOCTOR),
+    Key("edac_ce_warn", "int", 100, "corrected host memory (EDAC) errors per memory controller before WARN", DOCTOR),
+    Key("numa_nodes", "int", None, "expected number of NUMA nodes with CPUs (BIOS NPS / SNC setting)", DOCTOR),
+    # Resolved by doctor's run into the disk_space probe's options.
+    Key("disk_paths", "list", ["/", "/tmp"], "paths whose filesystems system.disk_space measures", DOCTOR),
+    Key("disk_min_free_gb", "number", None, "free space in GiB below which a disk path is WARN", DOCTOR),
+    Key("ib_rate_gbps", "number", None, "minimum rate of every InfiniBand port in Gb/s (e.g. 400 for NDR)", DOCTOR),
+    Key("ib_devices", "list", None, "RDMA devices network.ib_ports judges (default: all under /sys/class/infiniband)", DOCTOR),
+    # profile: the bottleneck verdict's floors (_profile/verdict.py)
+    Key("gpu_bf16_tflops_min", "number", None, "profile: bf16 matmul TFLOP/s each GPU must reach", PROFILE),
+    Key("gpu_h2d_gbps_min", "number", None, "profile: pinned host<->device GB/s each GPU must reach", PROFILE),
+    Key("gpu_memory_bandwidth_gbps_min", "number", None, "profile: device memory GB/s each GPU must reach", PROFILE),
+    Key("gpu_sku", "str", None, "profile: SKU table id to judge the GPUs against (h100_sxm, a100_pcie...)", PROFILE),
+    Key("memory_triad_gbps_min", "number", 10.0, "profile: host STREAM triad GB/s (all CPUs)", PROFILE),
+    Key("cpu_gflops_min", "number", None, "profile: all-core float64 matmul GFLOP/s", PROFILE),
+    Key("disk_read_iops_min", "number", 1000.0, "profile: 4 KiB random-read IOPS at queue depth 1", PROFILE),
+    Key("disk_read_p99_us_max", "number", 10000.0, "profile: 99th percentile 4 KiB read latency, microseconds", PROFILE),
+    Key("disk_seq_read_mbps_min", "number", 200.0, "profile: sequential read MB/s", PROFILE),
+)
+
+_BY_NAME: dict[str, Key] = {entry.name: entry for entry in KEYS}
+
+
+def table() -> dict[str, dict[str, Any]]:
+    """Every declared key -> {kind, default, meaning, read_by}, for docs and validation messages."""
+    return {entry.name: {"kind": entry.kind, "default": copy.deepcopy(entry.default), "meaning": entry.meaning,
+                         "read_by": entry.read_by} for entry in KEYS}
+
+
+def key(name: str) -> str:
+    """A declared key's name, for a module constant: a typo fails at import with KeyError, not at run time."""
+    return _BY_NAME[name].name
+
+
+def is_kind(value: Any, kind: str) -> bool:
+    """Whether value is of a declared kind (None always is: unset)."""
+    if value is None:
+        return True
+    return isinstance(value, KINDS[kind]) and (kind == "bool" or not isinstance(value, bool))
+
+
+def get(expect: Optional[Mapping[str, Any]], name: str) -> Any:
+    """The host's value for a declared key, or the key's default when unset (None). KeyError for an undeclared key."""
+    entry = _BY_NAME[name]
+    value = (expect or {}).get(name)
+    return copy.deepcopy(entry.default) if value is None else value
+
+
+def given(expect: Optional[Mapping[str, Any]], name: str) -> bool:
+    """Whether the inventory set a declared key (a default does not count). KeyError for an undeclared key."""
+    if name not in _BY_NAME:
+        raise KeyError(name)
+    return (expect or {}).get(name) is not None
+
+
+def problems(expect: Optional[Mapping[str, Any]]) -> list[str]:
+    """One message per unknown key or wrongly typed value in an expect dict, in key order; [] when it is fine."""
+    found = []
+    for name in sorted(expect or {}):
+        value = (expect or {})[name]
+        entry = _BY_NAME.get(name)
+        if entry is None:
+            found.append("expect: unknown key %r; accepted: %s" % (name, ", ".join(sorted(_BY_NAME))))
+        elif not is_kind(value, entry.kind):
+            found.append("expect.%s: %r is not a %s" % (name, value, entry.kind))
+    return found
