@@ -17,12 +17,9 @@ import statistics
 import time
 import tracemalloc
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
-from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, SKIP, WARN
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import terminal
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, check, doctor_result
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, doctor_result, random_checks
 
 
 def synthetic_results(rng, count):
@@ -32,14 +29,7 @@ def synthetic_results(rng, count):
     results = []
     for name in fleet.names("a100x8"):
         env = fleet.hosts[name]["doctor"]["environment"]
-        refs = [gpu_ref(g) for g in env["gpus"]]
-        checks = []
-        for chk in CATALOGUE:
-            roll = rng.random()
-            status = FAIL if roll < 0.01 else WARN if roll < 0.05 else SKIP if roll < 0.15 else PASS
-            checks.append(check(chk.id, status, gpus=refs[:1] if status in (FAIL, WARN) else None, title=chk.title,
-                                remediation="fix %s" % chk.id if status != PASS else None))
-        results.append(doctor_result(env, checks))
+        results.append(doctor_result(env, random_checks(rng, env)))
     return results
 
 
@@ -62,7 +52,7 @@ def main():
     template = synthetic_results(rng, 50)
     fleets = dict((n, [copy.deepcopy(template[i % 50]) for i in range(n)]) for n in (1000, 10000))
     per_host = {1000: [], 10000: []}
-    for _ in range(args.rounds):
+    for _unused in range(args.rounds):
         for n in (1000, 10000):
             per_host[n].append(one_run(fleets[n]))
     small, large = statistics.median(per_host[1000]), statistics.median(per_host[10000])

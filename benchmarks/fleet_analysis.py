@@ -26,28 +26,14 @@ import tracemalloc
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
-from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, SKIP, WARN
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, check
+from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, random_checks
 
 SHARES = {"a100x8": 0.4, "a10gx4": 0.3, "t4x1": 0.2, "ada4000x2": 0.1}
 EARLIER_RUNS = 3
-
-
-def full_checks(rng, env):
-    """The whole catalogue with ~1 % FAIL, 4 % WARN, 10 % SKIP; failures name a GPU."""
-    refs = [gpu_ref(g) for g in env["gpus"]]
-    checks = []
-    for chk in CATALOGUE:
-        roll = rng.random()
-        status = FAIL if roll < 0.01 else WARN if roll < 0.05 else SKIP if roll < 0.15 else PASS
-        checks.append(check(chk.id, status, gpus=refs[:1] if status in (FAIL, WARN) else None, title=chk.title,
-                            remediation="fix %s" % chk.id if status != PASS else None))
-    return checks
 
 
 def build(n, seed):
@@ -55,7 +41,7 @@ def build(n, seed):
     fleet = SyntheticFleet(sizes, seed=seed, cv=0.02)
     rng = random.Random(seed)
     for record in fleet.hosts.values():
-        record["doctor"]["checks"] = full_checks(rng, record["doctor"]["environment"])
+        record["doctor"]["checks"] = random_checks(rng, record["doctor"]["environment"])
     for host in rng.sample(sorted(fleet.hosts), max(1, n // 100)):
         fleet.slow_host(host, rng.uniform(0.7, 0.85), "triad_gbps")
     return fleet
@@ -83,7 +69,7 @@ def _run(fleet, work_dir):
     analyse(report, options)
     history.write_snapshot(history_dir, options.current_snapshot, now, EARLIER_RUNS + 1)
     options.current_snapshot = None
-    for _, filename, render in formats.FORMATS:
+    for _unused, filename, render in formats.FORMATS:
         write_atomic(os.path.join(report_dir, filename), render(report))
     terminal.render(report)
     return (time.perf_counter() - start) / len(fleet.hosts), report
@@ -125,7 +111,7 @@ def main():
             dirs[n] = os.path.join(root, str(n))
             prepare(fleets[n], dirs[n])
         per_host = {small_n: [], large_n: []}
-        for _ in range(args.rounds):
+        for _unused in range(args.rounds):
             for n in (small_n, large_n):
                 reset_history(dirs[n])
                 per_host[n].append(run(fleets[n], dirs[n])[0])

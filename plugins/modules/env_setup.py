@@ -223,6 +223,8 @@ pip_output:
            "stdout": "", "stderr": "ERROR: No matching distribution found for nosuchpkg\n"}
 """
 
+from typing import Any
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuum.hydra.plugins.module_utils._env_setup.plan import EnvSetupError
@@ -253,7 +255,7 @@ def main() -> None:
     module.exit_json(**_finish(module, result))
 
 
-def _finish(module, result):
+def _finish(module: AnsibleModule, result: dict[str, Any]) -> dict[str, Any]:
     """Turn the setup result into the module's: warnings through Ansible, the diff only when asked."""
     result = dict(result)
     for warning in result.pop("warnings", []):

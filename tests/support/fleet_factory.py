@@ -17,12 +17,13 @@ import random
 from ansible_collections.continuum.hydra.plugins.module_utils import _results
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.gpu import gpu_entry
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import OK, outcome
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.run import PROFILE_SCHEMA_VERSION
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.static import static_gpu
-from ansible_collections.continuum.hydra.plugins.module_utils._status import PASS, READ_OK, host_verdict
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_OK, SKIP, WARN, host_verdict
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary as _summarise
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
@@ -79,6 +80,18 @@ def check(check_id, status=PASS, gpus=None, details=None, remediation=None, titl
     record = registry.evaluate(registry.Check(check_id, title or check_id, lambda probes, expect: found, (), ()), {}, {})
     record["duration_ms"] = 0.1  # deterministic reports
     return record
+
+
+def random_checks(rng, env):
+    """The whole catalogue with ~1 % FAIL, 4 % WARN, 10 % SKIP; failures name a GPU."""
+    refs = [_results.gpu_ref(g) for g in env["gpus"]]
+    checks = []
+    for chk in CATALOGUE:
+        roll = rng.random()
+        status = FAIL if roll < 0.01 else WARN if roll < 0.05 else SKIP if roll < 0.15 else PASS
+        checks.append(check(chk.id, status, gpus=refs[:1] if status in (FAIL, WARN) else None, title=chk.title,
+                            remediation="fix %s" % chk.id if status != PASS else None))
+    return checks
 
 
 def doctor_result(env, checks=None, torch_version="2.5.1+cu124", nccl_version="2.21.5"):

@@ -85,7 +85,7 @@ def build_steps(options: dict[str, Any]) -> list[dict[str, Any]]:
     """
     torch_apart = options["with_torch"] and bool(options["torch_index"])
     main: dict[str, Any] = {"name": "packages", "specs": [options["numpy_spec"]], "requirements": options["requirements"],
-            "index_url": None, "inputs": [("numpy_spec", options["numpy_spec"])]}
+                            "index_url": None, "inputs": [("numpy_spec", options["numpy_spec"])]}
     if options["with_torch"] and not torch_apart:
         main["specs"].append(options["torch_spec"])
         main["inputs"].append(("torch_spec", options["torch_spec"]))

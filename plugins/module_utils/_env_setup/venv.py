@@ -18,6 +18,8 @@ import socket
 import ssl
 import sys
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Optional
 from urllib.error import HTTPError, URLError
 from urllib.parse import unquote, urlparse
 
@@ -52,7 +54,8 @@ sys.stdout.write("\n" + json.dumps(info) + "\n")
 """
 
 
-def setup(options, check_mode=False, sysfs_root="/sys", search_path=None):
+def setup(options: Mapping[str, Any], check_mode: bool = False, sysfs_root: str = "/sys",
+          search_path: Optional[str] = None) -> dict[str, Any]:
     """Bring the virtualenv to the specs and write the state files; in check mode, only say what would change.
 
     Returns the module result. Raises EnvSetupError with a one-line message and the result so far.
@@ -76,7 +79,7 @@ def setup(options, check_mode=False, sysfs_root="/sys", search_path=None):
         check_index_reachable(options["torch_index"], INDEX_TIMEOUT)
 
     gpu = detect_nvidia_gpu(sysfs_root, search_path)
-    ctx = {
+    ctx: dict[str, Any] = {
         "options": options, "venv": venv, "venv_python": os.path.join(venv, "bin", "python"), "paths": paths,
         "steps": logic.build_steps(options), "gpu": gpu,
         "result": {
@@ -92,7 +95,7 @@ def setup(options, check_mode=False, sysfs_root="/sys", search_path=None):
         raise
 
 
-def _apply(ctx, venv_exists, base_python):
+def _apply(ctx: dict[str, Any], venv_exists: bool, base_python: str) -> dict[str, Any]:
     options, result, venv_python = ctx["options"], ctx["result"], ctx["venv_python"]
     timeout = options["pip_timeout"]
     if not venv_exists:
@@ -122,7 +125,7 @@ def _apply(ctx, venv_exists, base_python):
     return result
 
 
-def _plan(ctx, venv_exists, base_python):
+def _plan(ctx: dict[str, Any], venv_exists: bool, base_python: str) -> dict[str, Any]:
     """Check mode: pip's own dry run says exactly what it would install; nothing is written."""
     result = ctx["result"]
     if venv_exists:
@@ -153,10 +156,10 @@ def _plan(ctx, venv_exists, base_python):
     return result
 
 
-def _dry_run(ctx, pip_python, ignore_installed):
+def _dry_run(ctx: dict[str, Any], pip_python: str, ignore_installed: bool) -> list[dict[str, Any]]:
     """Every step through pip install --dry-run --report: the packages pip would install, later steps last."""
     options, result = ctx["options"], ctx["result"]
-    planned = []
+    planned: list[dict[str, Any]] = []
     scratch = tempfile.mkdtemp(prefix="hydra-env-setup-")
     try:
         for number, step in enumerate(ctx["steps"]):
@@ -172,7 +175,7 @@ def _dry_run(ctx, pip_python, ignore_installed):
     return planned
 
 
-def _predict_torch(result, torch_now, planned):
+def _predict_torch(result: dict[str, Any], torch_now: Optional[dict[str, Any]], planned: Sequence[dict[str, Any]]) -> Optional[dict[str, Any]]:
     """The torch the run would leave: the installed one, or what the wheel pip would install tells."""
     if not any(logic.canonical_name(change["name"]) == "torch" for change in result["changes"]):
         return torch_now
@@ -186,19 +189,19 @@ def _predict_torch(result, torch_now, planned):
     return {"version": wheel["version"], "cuda": None, "build": build, "predicted": True}
 
 
-def _record_changes(result, before, after):
+def _record_changes(result: dict[str, Any], before: Iterable[dict[str, Any]], after: Iterable[dict[str, Any]]) -> None:
     result["changes"] = logic.diff_packages(before, after)
     result["diff"] = {"before": logic.pinned_text(before), "after": logic.pinned_text(after)}
     result["changed"] = result["changed"] or bool(result["changes"])
 
 
-def _enforce_cuda_torch(ctx, torch_info):
+def _enforce_cuda_torch(ctx: dict[str, Any], torch_info: Optional[dict[str, Any]]) -> None:
     problem = logic.cpu_torch_problem(ctx["gpu"], torch_info, ctx["venv"], ctx["options"]["allow_cpu_torch"])
     if problem:
         raise EnvSetupError(problem)
 
 
-def _run_pip_step(argv, step, timeout, dry_run=False):
+def _run_pip_step(argv: list[str], step: dict[str, Any], timeout: float, dry_run: bool = False) -> None:
     """Run one pip install; EnvSetupError naming the step's values, with pip's output, when it fails."""
     what = "pip install%s of %s" % (" --dry-run" if dry_run else "", logic.describe_step(step))
     try:
@@ -211,14 +214,15 @@ def _run_pip_step(argv, step, timeout, dry_run=False):
                             {"pip_output": logic.pip_output(argv, rc, stdout, stderr)})
 
 
-def _snapshot(ctx, packages):
+def _snapshot(ctx: dict[str, Any], packages: Iterable[dict[str, Any]]) -> dict[str, Any]:
     has_torch = any(logic.canonical_name(pkg["name"]) == "torch" for pkg in packages)
     snapshot = python_snapshot(ctx["venv_python"], has_torch)
     snapshot.update(hostname=socket.gethostname(), venv=ctx["venv"], nvidia_gpu=ctx["gpu"])
     return snapshot
 
 
-def _render_state(ctx, packages, snapshot, freeze_lines):
+def _render_state(ctx: dict[str, Any], packages: Iterable[dict[str, Any]], snapshot: dict[str, Any],
+                  freeze_lines: Iterable[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The manifest and the three files' contents. A manifest equal but for generated_at is kept as it is."""
     options, paths = ctx["options"], ctx["paths"]
     inputs = dict((key, options[key]) for key in ("numpy_spec", "with_torch", "requirements", "upgrade"))
@@ -235,11 +239,11 @@ def _render_state(ctx, packages, snapshot, freeze_lines):
     }
 
 
-def _differing(paths, contents):
+def _differing(paths: dict[str, str], contents: dict[str, str]) -> list[str]:
     return sorted(paths[key] for key in contents if read_text_or_none(paths[key]) != contents[key])
 
 
-def _write_state(paths, contents, differing):
+def _write_state(paths: dict[str, str], contents: dict[str, str], differing: Sequence[str]) -> None:
     if not differing:
         return
     state_dir = os.path.dirname(paths["manifest"])
@@ -255,7 +259,7 @@ def _write_state(paths, contents, differing):
 # ---- the host: interpreters, pip, the GPU, files -------------------------------------------
 
 
-def resolve_python(python):
+def resolve_python(python: Optional[str]) -> str:
     """The interpreter that creates the virtualenv: a path, a name on PATH, or (None) the module's own."""
     if not python:
         return sys.executable
@@ -265,7 +269,7 @@ def resolve_python(python):
     return found
 
 
-def _is_venv(venv):
+def _is_venv(venv: str) -> bool:
     """True for a virtualenv, False for a path to create one in; EnvSetupError for anything else there."""
     if os.path.exists(os.path.join(venv, "bin", "python")):
         return True
@@ -276,7 +280,7 @@ def _is_venv(venv):
     return False
 
 
-def create_venv(python, venv, timeout):
+def create_venv(python: str, venv: str, timeout: float) -> None:
     argv = [python, "-m", "venv", venv]
     try:
         rc, stdout, stderr = run(argv, timeout)
@@ -289,7 +293,7 @@ def create_venv(python, venv, timeout):
                             {"pip_output": logic.pip_output(argv, rc, stdout, stderr)})
 
 
-def _query(argv, timeout, what):
+def _query(argv: list[str], timeout: float, what: str) -> str:
     try:
         rc, stdout, stderr = run(argv, timeout)
     except (ProbeError, ProbeAbsent) as exc:
@@ -300,18 +304,18 @@ def _query(argv, timeout, what):
     return stdout
 
 
-def list_packages(python):
+def list_packages(python: str) -> list[dict[str, str]]:
     """Every distribution in the virtualenv, pip and setuptools included: [{name, version}]."""
     argv = [python, "-m", "pip", "list", "--format=json", "--disable-pip-version-check"]
     return logic.parse_pip_list(_query(argv, QUERY_TIMEOUT, "pip list in %s" % python))
 
 
-def freeze(python):
+def freeze(python: str) -> list[str]:
     argv = [python, "-m", "pip", "freeze", "--disable-pip-version-check"]
     return [line for line in _query(argv, QUERY_TIMEOUT, "pip freeze in %s" % python).splitlines() if line.strip()]
 
 
-def python_snapshot(python, with_torch):
+def python_snapshot(python: str, with_torch: bool) -> dict[str, Any]:
     """The virtualenv's Python, platform and (when installed) torch build, asked of that Python itself."""
     argv = [python, "-I", "-c", _SNAPSHOT_SCRIPT] + (["torch"] if with_torch else [])
     stdout = _query(argv, QUERY_TIMEOUT, "the environment snapshot by %s" % python)
@@ -321,7 +325,7 @@ def python_snapshot(python, with_torch):
         raise EnvSetupError("the environment snapshot by %s printed no JSON: %r" % (python, stdout[-200:])) from None
 
 
-def detect_nvidia_gpu(sysfs_root="/sys", search_path=None):
+def detect_nvidia_gpu(sysfs_root: str = "/sys", search_path: Optional[str] = None) -> Optional[str]:
     """What shows this is a Linux host with an NVIDIA GPU (a PCI display function of NVIDIA, or nvidia-smi), or None."""
     if platform.system() != "Linux":
         return None
@@ -335,7 +339,7 @@ def detect_nvidia_gpu(sysfs_root="/sys", search_path=None):
     return "nvidia-smi at %s" % smi if smi else None
 
 
-def check_index_reachable(url, timeout):
+def check_index_reachable(url: str, timeout: float) -> None:
     """Fail early, naming the URL, when torch_index cannot be reached.
 
     pip would retry for seconds and then quietly take torch from its other indexes, which is exactly
@@ -361,7 +365,7 @@ def check_index_reachable(url, timeout):
         raise EnvSetupError("torch_index %r is unreachable: %s" % (url, exc)) from None
 
 
-def write_atomic(path, text):
+def write_atomic(path: str, text: str) -> None:
     """The shared atomic write, with a failure as a one-line EnvSetupError naming the file."""
     try:
         _atomic.write_atomic(path, text)

@@ -107,7 +107,6 @@ def _fmt_seconds(value: Union[int, float]) -> str:
     return ("%g" % value) if isinstance(value, float) else str(value)
 
 
-
 # The deadline of a quick command (timedatectl, systemctl, nvcc --version, statvfs) when the caller names none;
 # doctor's and profile's ``timeouts.command`` default.
 DEFAULT_COMMAND_TIMEOUT = 10

@@ -15,10 +15,11 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import errno
 import os
-import pwd
 import re
 from typing import Any, Callable, Optional, Union
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
+from ansible_collections.continuum.hydra.plugins.module_utils._host.processes import list_processes
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 
 Entry = dict[str, Any]  # normalize_entry(): one limits entry, validated
@@ -398,11 +399,7 @@ class Tree:
         return os.path.join(self.root, rel)
 
     def read(self, rel: str) -> Optional[str]:
-        try:
-            with open(self.path(rel)) as handle:
-                return handle.read()
-        except OSError:
-            return None
+        return read_text_or_none(self.path(rel))
 
     def exists(self, rel: str) -> bool:
         return os.path.isdir(self.path(rel))
@@ -421,29 +418,10 @@ class Tree:
         return {int(p) for p in (self.read(rel) or "").split()}
 
 
-def read_processes(proc: str = "/proc") -> list[dict[str, Any]]:
-    out = []
-    for name in os.listdir(proc):
-        if not name.isdigit():
-            continue
-        try:
-            with open(os.path.join(proc, name, "comm")) as handle:
-                comm = handle.read().strip()
-            uid = os.stat(os.path.join(proc, name)).st_uid
-        except OSError:
-            continue  # gone meanwhile
-        try:
-            user = pwd.getpwuid(uid).pw_name
-        except KeyError:
-            user = str(uid)
-        out.append({"pid": int(name), "comm": comm, "uid": uid, "user": user})
-    return out
-
-
 def plan(tree: Tree, version: str, parent: str, entries: list[Entry]) -> tuple[list[Action], list[dict[str, Any]]]:
     """(actions, groups): mkdirs first (parents first), then controller enabling (v2), then limits and moves."""
     needs_procs = any(e["processes"] or e["users"] for e in entries)
-    processes = read_processes() if needs_procs else [{"pid": p, "comm": "", "uid": -1, "user": ""}
+    processes = list_processes() if needs_procs else [{"pid": p, "comm": "", "uid": -1, "user": ""}
                                                       for e in entries for p in e["pids"] if os.path.exists("/proc/%d" % p)]
     mkdirs: list[Action] = []
     rest: list[Action] = []
@@ -488,7 +466,7 @@ class CgroupLimitsWorker(Worker):
     def read(self) -> Tree:
         return self.tree
 
-    def plan(self, tree: Tree) -> dict[str, Any]:
+    def plan(self, before: Tree) -> dict[str, Any]:
         params = self.params
         parent = params["parent"].strip("/")
         if not parent or ".." in parent.split("/"):
@@ -497,15 +475,15 @@ class CgroupLimitsWorker(Worker):
         raw = [{k: v for k, v in e.items() if v is not None} for e in params["limits"]]
         raw += limits_from_findings(params["noisy_processes"], params["severity_limits"])
         entries = [normalize_entry(e, i) for i, e in enumerate(raw)]
-        actions, groups = plan(tree, self.version, parent, entries)
+        actions, groups = plan(before, self.version, parent, entries)
         return {"actions": actions, "groups": groups}
 
-    def changed(self, planned: dict[str, Any]) -> bool:
-        return bool(planned["actions"])
+    def changed(self, plan: dict[str, Any]) -> bool:
+        return bool(plan["actions"])
 
-    def apply(self, planned: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, plan: dict[str, Any]) -> dict[str, Any]:
         tree = self.tree
-        for action in planned["actions"]:
+        for action in plan["actions"]:
             try:
                 if action["action"] == "mkdir":
                     os.mkdir(tree.path(action["path"]))
@@ -520,31 +498,31 @@ class CgroupLimitsWorker(Worker):
                                 raise
             except OSError as exc:
                 raise Failure("cgroup_limits: %s %s failed: %s" % (action["action"], tree.path(action["path"]), exc.strerror or exc),
-                              changed=True, diff=self.diff(planned, tree, tree), **self.result(planned, tree, tree, True)) from exc
-        return planned
+                              changed=True, diff=self.diff(plan, tree, tree), **self.result(plan, tree, tree, True)) from exc
+        return plan
 
-    def verify(self, planned: dict[str, Any], tree: Tree) -> list[str]:
+    def verify(self, done: dict[str, Any], after: Tree) -> list[str]:
         problems = []
-        for action in planned["actions"]:
+        for action in done["actions"]:
             if action["action"] == "write" and action["what"] == "cgroup.subtree_control":
-                enabled = [c.lstrip("+") for c in (tree.read(action["path"]) or "").split()]
+                enabled = [c.lstrip("+") for c in (after.read(action["path"]) or "").split()]
                 if any(c not in enabled for c in action["expect"]):
                     problems.append("%s reads %r" % (action["path"], " ".join(enabled)))
             elif action["action"] == "write":
-                read = read_back(action, self.version, tree.read)
+                read = read_back(action, self.version, after.read)
                 if read != action["expect"]:
                     problems.append("%s reads %r, not %r" % (action["path"], read, action["expect"]))
             elif action["action"] == "move":
                 alive = [p for p in action["pids"] if os.path.exists("/proc/%d" % p)]
-                stray = [p for p in alive if p not in tree.pids(action["path"])]
+                stray = [p for p in alive if p not in after.pids(action["path"])]
                 if stray:
                     problems.append("%s does not hold PIDs %s" % (action["path"], ", ".join(str(p) for p in stray)))
         return problems
 
-    def diff(self, planned: dict[str, Any], before: Tree, after: Tree) -> dict[str, Any]:
+    def diff(self, plan: dict[str, Any], before: Tree, after: Tree) -> dict[str, Any]:
         """Per file the value before and after (per device for io.max and blkio), per directory, per PID move."""
         diff: dict[str, dict[str, Any]] = {"before": {}, "after": {}}
-        for action in planned["actions"]:
+        for action in plan["actions"]:
             if action["action"] == "mkdir":
                 diff["before"][action["path"]], diff["after"][action["path"]] = "(absent)", "(directory)"
             elif action["action"] == "write":
@@ -555,5 +533,5 @@ class CgroupLimitsWorker(Worker):
                 diff["before"][action["path"]], diff["after"][action["path"]] = "(PIDs not in it)", action["pids"]
         return diff
 
-    def result(self, planned: dict[str, Any], before: Tree, after: Tree, applied: bool) -> dict[str, Any]:
-        return {"version": self.version, "changes": [public(a) for a in planned["actions"]], "groups": planned["groups"]}
+    def result(self, plan: dict[str, Any], before: Tree, after: Tree, applied: bool) -> dict[str, Any]:
+        return {"version": self.version, "changes": [public(a) for a in plan["actions"]], "groups": plan["groups"]}

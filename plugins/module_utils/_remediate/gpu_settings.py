@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_json_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 
@@ -244,11 +245,7 @@ def predicted(gpus: list[Gpu], changes: list[Change]) -> list[Gpu]:
 
 def read_record(path: str) -> dict[str, Any]:
     """The locked clocks set earlier; a missing or damaged record only means they are set once more."""
-    try:
-        with open(path) as handle:
-            record = json.load(handle)
-    except (OSError, ValueError):
-        return {}
+    record = read_json_or_none(path)
     return record if isinstance(record, dict) else {}
 
 
@@ -278,13 +275,13 @@ class GpuSettingsWorker(Worker):
     def plan(self, before: dict[str, Any]) -> list[Change]:
         return plan(before["gpus"], self.desired, before["record"])
 
-    def predict(self, before: dict[str, Any], changes: list[Change]) -> dict[str, Any]:
+    def predict(self, before: dict[str, Any], plan: list[Change]) -> dict[str, Any]:
         record = dict(before["record"])
-        record.update((c["uuid"], c["after"]) for c in changes if c["setting"] == "locked_clocks")
-        return {"gpus": predicted(before["gpus"], changes), "record": record}
+        record.update((c["uuid"], c["after"]) for c in plan if c["setting"] == "locked_clocks")
+        return {"gpus": predicted(before["gpus"], plan), "record": record}
 
-    def apply(self, changes: list[Change]) -> list[Change]:
-        for entry in changes:
+    def apply(self, plan: list[Change]) -> list[Change]:
+        for entry in plan:
             self.smi.call(entry["args"])
             if entry["setting"] == "locked_clocks":
                 self.record[entry["uuid"]] = entry["after"]
@@ -292,20 +289,20 @@ class GpuSettingsWorker(Worker):
                     write_record(self.record_path, self.record)
                 except OSError as exc:
                     raise Failure("locked_clocks_record: cannot write %s (%s); the clocks are set, the record is not"
-                                  % (self.record_path, exc.strerror or exc), changes=changes) from exc
-        return changes
+                                  % (self.record_path, exc.strerror or exc), plan=plan) from exc
+        return plan
 
     def read_back(self, before: dict[str, Any]) -> dict[str, Any]:
         uuids = {g["uuid"] for g in before["gpus"]}
         return {"gpus": [g for g in self.read_gpus() if g["uuid"] in uuids], "record": dict(self.record)}
 
-    def verify(self, changes: list[Change], after: dict[str, Any]) -> list[str]:
-        return ["GPU %s %s reads %r" % problem for problem in unverified(changes, after["gpus"], after["record"])]
+    def verify(self, done: list[Change], after: dict[str, Any]) -> list[str]:
+        return ["GPU %s %s reads %r" % problem for problem in unverified(done, after["gpus"], after["record"])]
 
     def view(self, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return view(state["gpus"], state["record"])
 
-    def result(self, changes: list[Change], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
+    def result(self, plan: list[Change], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
         pending = reboot_required(after["gpus"], self.desired)
-        return {"changes": changes, "gpus": self.view(after if applied else before), "reboot_required": bool(pending),
+        return {"plan": plan, "gpus": self.view(after if applied else before), "reboot_required": bool(pending),
                 "reboot_required_gpus": pending}

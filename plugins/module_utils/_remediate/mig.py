@@ -206,19 +206,19 @@ class MigWorker(Worker):
     def plan(self, before: dict[str, Any]) -> list[Step]:
         return plan(before["gpus"], self.params["mode"], self.params["layout"], before["instances"], before["apps"])
 
-    def confirm(self, steps: list[Step]) -> None:
+    def confirm(self, plan: list[Step]) -> None:
         if not self.params["confirm"]:
             raise Failure("mig: %d step(s) to take on GPU(s) %s, but confirm is not true; nothing was changed" % (
-                len(steps), ", ".join(sorted({str(s["index"]) for s in steps}))), steps=steps)
+                len(plan), ", ".join(sorted({str(s["index"]) for s in plan}))), plan=plan)
 
-    def apply(self, steps: list[Step]) -> list[Step]:
-        """Mode steps first; layout steps then on the GPUs whose MIG mode is on without waiting for a reset."""
-        done = [s for s in steps if s["action"] == "mode"]
+    def apply(self, plan: list[Step]) -> list[Step]:
+        """Mode plan first; layout plan then on the GPUs whose MIG mode is on without waiting for a reset."""
+        done = [s for s in plan if s["action"] == "mode"]
         for step in done:
             for command in step["commands"]:
                 self.smi.call(command)
         ready = {g["uuid"] for g in self.read_all()["gpus"] if g["mig_current"] == "Enabled"}
-        for step in [s for s in steps if s["action"] == "layout" and s["uuid"] in ready]:
+        for step in [s for s in plan if s["action"] == "layout" and s["uuid"] in ready]:
             for command in step["commands"]:
                 self.smi.call(command)
             done.append(step)
@@ -229,8 +229,8 @@ class MigWorker(Worker):
         uuids = {g["uuid"] for g in before["gpus"]}
         return dict(state, gpus=[g for g in state["gpus"] if g["uuid"] in uuids])
 
-    def predict(self, before: dict[str, Any], steps: list[Step]) -> dict[str, Any]:
-        gpus, instances = predicted(before["gpus"], steps, before["instances"])
+    def predict(self, before: dict[str, Any], plan: list[Step]) -> dict[str, Any]:
+        gpus, instances = predicted(before["gpus"], plan, before["instances"])
         return dict(before, gpus=gpus, instances=instances)
 
     def verify(self, done: list[Step], after: dict[str, Any]) -> list[str]:
@@ -239,9 +239,9 @@ class MigWorker(Worker):
     def view(self, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return view(state["gpus"], state["instances"])
 
-    def result(self, steps: list[Step], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
+    def result(self, plan: list[Step], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
         state = after if applied else before
-        return {"steps": steps, "gpus": self.view(state), "reset_required_gpus": reset_required(state["gpus"])}
+        return {"plan": plan, "gpus": self.view(state), "reset_required_gpus": reset_required(state["gpus"])}
 
     def warnings(self, done: list[Step], after: dict[str, Any]) -> list[str]:
         waiting = reset_required(after["gpus"])

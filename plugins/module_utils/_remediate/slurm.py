@@ -293,24 +293,24 @@ class SlurmGateWorker(Worker):
                           plan=gate_plan, plan_lines=plan_lines(gate_plan), changed=False)
         return gate_plan
 
-    def changed(self, gate_plan: GatePlan) -> bool:
-        return bool(gate_plan["drain"] or gate_plan["resume"])
+    def changed(self, plan: GatePlan) -> bool:
+        return bool(plan["drain"] or plan["resume"])
 
-    def apply(self, gate_plan: GatePlan) -> GatePlan:
-        for entry in gate_plan["drain"]:
+    def apply(self, plan: GatePlan) -> GatePlan:
+        for entry in plan["drain"]:
             self.scontrol_call(drain_args(entry["node"], entry["reason"]))
-        for entry in gate_plan["resume"]:
+        for entry in plan["resume"]:
             self.scontrol_call(resume_args(entry["node"]))
-        return gate_plan
+        return plan
 
-    def verify(self, gate_plan: GatePlan, after: dict[str, Node]) -> list[str]:
-        return ["%s %s" % problem for problem in unverified(gate_plan, after)]
+    def verify(self, done: GatePlan, after: dict[str, Node]) -> list[str]:
+        return ["%s %s" % problem for problem in unverified(done, after)]
 
-    def predict(self, before: dict[str, Node], gate_plan: GatePlan) -> dict[str, Node]:
-        return predicted(gate_plan, before)
+    def predict(self, before: dict[str, Node], plan: GatePlan) -> dict[str, Node]:
+        return predicted(plan, before)
 
-    def diff(self, gate_plan: GatePlan, before: dict[str, Node], after: dict[str, Node]) -> dict[str, Any]:
-        return diff_of(gate_plan, before, after)
+    def diff(self, plan: GatePlan, before: dict[str, Node], after: dict[str, Node]) -> dict[str, Any]:
+        return diff_of(plan, before, after)
 
-    def result(self, gate_plan: GatePlan, before: dict[str, Node], after: dict[str, Node], applied: bool) -> dict[str, Any]:
-        return {"plan": gate_plan, "plan_lines": plan_lines(gate_plan), "nodes": after if applied else before}
+    def result(self, plan: GatePlan, before: dict[str, Node], after: dict[str, Node], applied: bool) -> dict[str, Any]:
+        return {"plan": plan, "plan_lines": plan_lines(plan), "nodes": after if applied else before}

@@ -106,8 +106,8 @@ def _integers(real: Sequence[float], caps: Sequence[Optional[int]], throughputs:
     batches = [max(1, int(math.floor(x + 1e-9))) for x in real]
     room = [(float(b + 1) / t, i) for i, (b, t) in enumerate(zip(batches, throughputs)) if i not in capped or b < capped[i]]
     heapq.heapify(room)
-    for _ in range(total - sum(batches)):
-        _, i = heapq.heappop(room)
+    for _unused in range(total - sum(batches)):
+        _unused, i = heapq.heappop(room)
         batches[i] += 1
         if i not in capped or batches[i] < capped[i]:
             heapq.heappush(room, (float(batches[i] + 1) / throughputs[i], i))
@@ -135,9 +135,9 @@ def plan_batches(profiles: Mapping[str, Any], host_status: Mapping[str, str], gl
     validate(global_batch_size, memory_per_sample_mib)
     lower_better = lower_is_better(metric)
     plan: dict[str, Any] = {"schema_version": PLAN_SCHEMA_VERSION, "kind": PLAN_KIND, "generated_at": generated_at,
-            "global_batch_size": global_batch_size, "memory_per_sample_mib": memory_per_sample_mib, "metric": metric,
-            "memory_headroom": MEMORY_HEADROOM, "error": None, "hosts": {}, "excluded_hosts": {}, "gpus_planned": 0,
-            "uniform": None, "expected_step_time_gain": None, "expected_speedup": None}
+                            "global_batch_size": global_batch_size, "memory_per_sample_mib": memory_per_sample_mib, "metric": metric,
+                            "memory_headroom": MEMORY_HEADROOM, "error": None, "hosts": {}, "excluded_hosts": {}, "gpus_planned": 0,
+                            "uniform": None, "expected_step_time_gain": None, "expected_speedup": None}
     gpus: list[PlannedGpu] = []
     for host in sorted(host_status):
         if host_status[host] not in ELIGIBLE:

@@ -69,13 +69,13 @@ def _ranked_groups(host_verdicts: Sequence[tuple[str, dict[str, Any]]]) -> list[
     total = len(host_verdicts)
     out: list[dict[str, Any]] = []
     for name, members in groups.items():
-        confidences = [c for c in (number(v.get("confidence")) for _, v in members) if c is not None]
+        confidences = [c for c in (number(v.get("confidence")) for _unused, v in members) if c is not None]
         secondary: dict[str, int] = {}
-        for _, verdict in members:
+        for _unused, verdict in members:
             second = verdict.get("secondary_bottleneck")
             if isinstance(second, str) and second:
                 secondary[second] = secondary.get(second, 0) + 1
-        out.append({"bottleneck": name, "hosts": sorted(h for h, _ in members), "host_count": len(members),
+        out.append({"bottleneck": name, "hosts": sorted(h for h, _unused in members), "host_count": len(members),
                     "share": len(members) / float(total),
                     "mean_confidence": sum(confidences) / len(confidences) if confidences else None,
                     "secondary": dict(sorted(secondary.items())),

@@ -71,7 +71,7 @@ def _judge(samples: Samples, rule: Mapping[str, float]) -> tuple[dict[str, Any],
         if len(pairs) < rule["min_peers"]:
             too_small.setdefault(class_name, []).append(metric)
             continue
-        spread, dist = _distribution([v for _, v in pairs])
+        spread, dist = _distribution([v for _unused, v in pairs])
         entry = distributions.setdefault(metric, {"lower_is_better": lower_better, "classes": {}})
         entry["classes"][class_name] = dist
         for key, value in pairs:

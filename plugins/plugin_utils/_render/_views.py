@@ -102,7 +102,7 @@ def drift_rows(report: Mapping[str, Any]) -> list[DriftRow]:
     package of env_setup's virtualenv (field "package <name>", None for not installed)."""
     drift = analysis(report).get("drift") or {}
     rows: list[DriftRow] = [(i["host"], i["class"], i["field"], i["value"], i["reference"], i["basis"],
-             ["GPU %s: %s" % (g["index"], g["value"]) for g in i.get("gpus") or []]) for i in drift.get("items") or []]
+                             ["GPU %s: %s" % (g["index"], g["value"]) for g in i.get("gpus") or []]) for i in drift.get("items") or []]
     env_drift = analysis(report).get("env_drift") or {}
     rows.extend((i["host"], i["class"], "package %s" % i["package"], i["version"], i["majority"], "majority", [])
                 for i in env_drift.get("drift") or [])

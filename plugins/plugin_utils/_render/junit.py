@@ -124,9 +124,9 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         slow = slow_by_host.get(host, []) if entry.get("profile") and "stragglers" in analysis else None
         return _host_cases(host, entry, drift, slow)
 
-    totals = dict.fromkeys(("tests",) + _COUNTED, 0)
+    totals = {key: 0 for key in ("tests",) + _COUNTED}
     for host in report["hosts"]:
-        for outcome, _ in cases(host):
+        for outcome, _unused in cases(host):
             totals["tests"] += 1
             if outcome in totals:
                 totals[outcome] += 1
@@ -135,7 +135,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         totals["tests"], totals[FAILURE], totals[CASE_ERROR], totals[SKIPPED], attr(report["generated_at"]))
     for host in sorted(report["hosts"]):
         entry = report["hosts"][host]
-        counts = dict.fromkeys(("tests",) + _COUNTED, 0)
+        counts = {key: 0 for key in ("tests",) + _COUNTED}
         body = []
         for outcome, args in cases(host):
             counts["tests"] += 1

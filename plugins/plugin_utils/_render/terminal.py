@@ -102,9 +102,9 @@ def _analysis_lines(report: Mapping[str, Any]) -> list[Line]:
         lines.append(("Fleet analysis: %d class%s%s" % (len(classes), "" if len(classes) == 1 else "es", (
             ", %d host(s) unclassified" % len(analysis["unclassified"])) if analysis.get("unclassified") else ""), None))
     by_field: dict[str, list[tuple[str, str]]] = {}
-    for host, _, field, value, reference, basis, _gpus in views.drift_rows(report):
+    for host, _unused, field, value, reference, basis, _gpus in views.drift_rows(report):
         by_field.setdefault(field, []).append((host, "%s, class %s %s" % (value, basis, reference)))
-    _grouped(lines, "DRIFT", [(field, [h for h, _ in found], dict(found))
+    _grouped(lines, "DRIFT", [(field, [h for h, _unused in found], dict(found))
                               for field, found in sorted(by_field.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
     stragglers = analysis.get("stragglers") or {}
     by_metric: dict[str, list[tuple[str, str]]] = {}
@@ -115,7 +115,7 @@ def _analysis_lines(report: Mapping[str, Any]) -> list[Line]:
         for finding in slow["metrics"]:
             by_metric.setdefault(finding["metric"], []).append(
                 ("%s GPU %s" % (slow["host"], slow["index"]), views.percent_change(finding["ratio"])))
-    _grouped(lines, "SLOW", [(metric, [name for name, _ in found], dict(found))
+    _grouped(lines, "SLOW", [(metric, [name for name, _unused in found], dict(found))
                              for metric, found in sorted(by_metric.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
     history = analysis.get("history") or {}
     for offender in (history.get("repeat_offenders") or [])[:MAX_HOSTS_SHOWN]:

@@ -136,7 +136,7 @@ def _version_bounds(expect: Expect, *keys: str) -> tuple[dict[str, tuple[str, tu
         parsed = _version(text)
         if parsed is None:
             return {}, finding(ERROR, "expect.%s: %r is not a dotted version such as 535.104.05" % (key, text),
-                                 remediation="Quote the version in hydra_expect.%s, e.g. \"535.104.05\"." % key)
+                               remediation="Quote the version in hydra_expect.%s, e.g. \"535.104.05\"." % key)
         bounds[key] = (text, parsed)
     return bounds, None
 

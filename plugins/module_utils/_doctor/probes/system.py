@@ -10,9 +10,10 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, call_with_timeout, find_binary, run
@@ -288,7 +289,7 @@ def probe_numa(options: Options, root: str = "/") -> dict[str, Any]:
 
 # ---------------------------------------------------------------- disk space
 
-def disk_paths(paths):
+def disk_paths(paths: Optional[Sequence[Any]]) -> tuple[list[str], bool]:
     """The paths to measure: options["disk_paths"] (hydra_expect's, None when unset), or / and /tmp; one-line ProbeError for a bad value."""
     if paths is None:
         return list(DEFAULT_DISK_PATHS), False
@@ -298,18 +299,18 @@ def disk_paths(paths):
     return list(paths), True
 
 
-def probe_disk_space(options, statvfs=os.statvfs):
+def probe_disk_space(options: Options, statvfs: Callable[[str], Any] = os.statvfs) -> dict[str, Any]:
     """Size, free space and free inodes of each disk path that exists."""
     paths, explicit = disk_paths(options.get("disk_paths"))
     timeout = options.get("timeouts", {}).get("command", 10)
     measured, missing = [], []
     for path in paths:
         # A hung network mount (NFS, Lustre) blocks stat calls for ever: bound each one.
-        if not call_with_timeout(lambda p=path: os.path.exists(p), timeout, "stat(%s)" % path):
+        if not call_with_timeout(functools.partial(os.path.exists, path), timeout, "stat(%s)" % path):
             missing.append(path)
             continue
         try:
-            st = call_with_timeout(lambda p=path: statvfs(p), timeout, "statvfs(%s)" % path)
+            st = call_with_timeout(functools.partial(statvfs, path), timeout, "statvfs(%s)" % path)
         except OSError as exc:
             raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc)) from None
         measured.append({"path": path, "size_bytes": st.f_blocks * st.f_frsize, "free_bytes": st.f_bavail * st.f_frsize,

@@ -117,12 +117,12 @@ def _first_number(elem: Optional[ET.Element], *paths: str) -> Optional[float]:
     return None
 
 
-def _total(*values):
+def _total(*values: Optional[float]) -> Optional[float]:
     known = [v for v in values if v is not None]
     return sum(known) if known else None
 
 
-def _difference(total, part):
+def _difference(total: Optional[float], part: Optional[float]) -> Optional[float]:
     return None if total is None or part is None else total - part
 
 
@@ -183,7 +183,7 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
     }
 
 
-def _pcie(pci):
+def _pcie(pci: Optional[ET.Element]) -> dict[str, Optional[float]]:
     link = "pci_gpu_link_info/"
     return {
         "gen_current": number_at(pci, link + "pcie_gen/current_link_gen"),
@@ -199,7 +199,7 @@ def _pcie(pci):
     }
 
 
-def _clock_event_reasons(gpu):
+def _clock_event_reasons(gpu: ET.Element) -> dict[str, Optional[bool]]:
     """{reason: active?} from either element family (renamed from 'throttle' to 'event' in driver 535)."""
     for container, prefix in (("clocks_event_reasons", "clocks_event_reason_"),
                               ("clocks_throttle_reasons", "clocks_throttle_reason_")):
@@ -210,7 +210,7 @@ def _clock_event_reasons(gpu):
     return {}
 
 
-def _ecc(gpu):
+def _ecc(gpu: ET.Element) -> dict[str, Any]:
     errors = gpu.find("ecc_errors")
     return {
         "current": text_at(gpu, "ecc_mode/current_ecc"),
@@ -221,7 +221,7 @@ def _ecc(gpu):
     }
 
 
-def _ecc_counts(scope):
+def _ecc_counts(scope: Optional[ET.Element]) -> dict[str, Optional[float]]:
     """Correctable/uncorrectable totals with their DRAM/SRAM split, whichever layout the driver writes."""
     if scope is not None and scope.find("single_bit") is not None:
         # Pre-Ampere layout: single/double bit counts per memory location; device_memory is the DRAM.
@@ -249,7 +249,7 @@ def _ecc_counts(scope):
     }
 
 
-def _retired_pages(node):
+def _retired_pages(node: Optional[ET.Element]) -> dict[str, Any]:
     pending = flag_at(node, "pending_retirement")
     return {
         "single_bit": number_at(node, "multiple_single_bit_retirement/retired_count"),
@@ -258,7 +258,7 @@ def _retired_pages(node):
     }
 
 
-def _remapped_rows(node):
+def _remapped_rows(node: Optional[ET.Element]) -> Optional[dict[str, Any]]:
     """None where the GPU has no row remapper (pre-Ampere) or cannot report it (MIG enabled): the element is 'N/A'."""
     if node is None or len(node) == 0:
         return None
@@ -276,7 +276,7 @@ def _remapped_rows(node):
     }
 
 
-def _temperature(node):
+def _temperature(node: Optional[ET.Element]) -> dict[str, Optional[float]]:
     return {
         "gpu_c": number_at(node, "gpu_temp"),
         "memory_c": number_at(node, "memory_temp"),
@@ -293,7 +293,7 @@ def _temperature(node):
     }
 
 
-def _power(gpu):
+def _power(gpu: ET.Element) -> dict[str, Optional[float]]:
     node = gpu.find("gpu_power_readings")
     if node is None:
         node = gpu.find("power_readings")
@@ -307,7 +307,7 @@ def _power(gpu):
     }
 
 
-def _clocks(node):
+def _clocks(node: Optional[ET.Element]) -> dict[str, Optional[float]]:
     return {
         "graphics_mhz": number_at(node, "graphics_clock"),
         "sm_mhz": number_at(node, "sm_clock"),

@@ -6,4 +6,3 @@
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
-

@@ -25,11 +25,12 @@ import glob
 import os
 import threading
 import time
+from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.procfs import meminfo_kib
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, BenchError, cv, mean, outcome, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, BenchError, Progress, cv, mean, outcome, rounded
 
 MIB = 1024 * 1024
 TRIAD_SCALAR = 3.0
@@ -39,7 +40,7 @@ FALLBACK_LLC_BYTES = 32 * MIB
 MAX_CV = 0.15  # above this the repeats disagree too much for the best to mean anything
 
 
-def parse_cache_size(text):
+def parse_cache_size(text: str) -> int:
     """ "32768K" / "1M" / "512" (bytes) -> bytes."""
     text = text.strip().upper()
     units = {"K": 1024, "M": MIB, "G": 1024 * MIB}
@@ -48,9 +49,9 @@ def parse_cache_size(text):
     return int(text)
 
 
-def last_level_cache_bytes(root="/"):
+def last_level_cache_bytes(root: str = "/") -> Optional[int]:
     """Sum of the distinct caches of the highest level (one L3 per CCX / socket), None when unreadable."""
-    caches = {}
+    caches: dict[tuple[int, str], int] = {}
     for index_dir in glob.glob(os.path.join(root, "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*")):
         texts = [read_text_or_none(os.path.join(index_dir, name)) for name in ("level", "type", "size", "shared_cpu_list")]
         if any(text is None for text in texts):
@@ -69,16 +70,16 @@ def last_level_cache_bytes(root="/"):
     return sum(size for (level, _shared), size in caches.items() if level == top)
 
 
-def available_memory_bytes(root="/"):
+def available_memory_bytes(root: str = "/") -> Optional[int]:
     kib = meminfo_kib(read_text_or_none(os.path.join(root, "proc/meminfo")), "MemAvailable")
     return kib * 1024 if kib is not None else None
 
 
-def choose_array_bytes(llc_bytes, available_bytes, requested_bytes=None):
+def choose_array_bytes(llc_bytes: Optional[int], available_bytes: Optional[int], requested_bytes: Optional[int] = None) -> tuple[int, list[str]]:
     """Bytes per array and a note when the STREAM size rule cannot be kept."""
     rule = max(4 * (llc_bytes or FALLBACK_LLC_BYTES), MIN_ARRAY_BYTES)
     size = requested_bytes or rule
-    notes = []
+    notes: list[str] = []
     if available_bytes and 3 * size > available_bytes // 2:
         size = max(available_bytes // 6, MIB)
         notes.append("arrays capped to %d MiB each to leave memory free" % (size // MIB))
@@ -91,7 +92,7 @@ def choose_array_bytes(llc_bytes, available_bytes, requested_bytes=None):
 class StreamKernels:
     """The three arrays and, per thread, its chunked copy and triad kernels (NumPy, no temporaries)."""
 
-    def __init__(self, numpy, elements, threads, chunk_elements=CHUNK_ELEMENTS):
+    def __init__(self, numpy: Any, elements: int, threads: int, chunk_elements: int = CHUNK_ELEMENTS) -> None:
         self.elements = elements
         self.a = numpy.zeros(elements)
         self.b = numpy.full(elements, 1.0)  # full() writes every page: no first-touch cost in the timings
@@ -100,41 +101,41 @@ class StreamKernels:
         bounds = [elements * part // threads for part in range(threads + 1)]
         self.parts = [self._chunks(bounds[i], bounds[i + 1], chunk_elements) for i in range(threads)]
 
-    def _chunks(self, start, stop, chunk):
+    def _chunks(self, start: int, stop: int, chunk: int) -> list[tuple[Any, Any, Any]]:
         return [(self.a[i:min(i + chunk, stop)], self.b[i:min(i + chunk, stop)], self.c[i:min(i + chunk, stop)])
                 for i in range(start, stop, chunk)]
 
-    def copy(self, part):
+    def copy(self, part: int) -> None:
         # np.positive is a SIMD load/store loop like STREAM's a[j] = b[j]; copyto is memcpy, whose
         # string-instruction paths run 30% slower than that loop on some CPUs (AMD EPYC VMs here).
         positive = self.numpy.positive
         for a, b, _c in self.parts[part]:
             positive(b, out=a)
 
-    def triad(self, part):
+    def triad(self, part: int) -> None:
         multiply, add = self.numpy.multiply, self.numpy.add
         for a, b, c in self.parts[part]:
             multiply(c, TRIAD_SCALAR, out=a)
             add(a, b, out=a)
 
-    def bytes_moved(self, kernel):
+    def bytes_moved(self, kernel: str) -> int:
         return {"copy": 16, "triad": 24}[kernel] * self.elements
 
 
 class ThreadTeam:
     """One thread per part, released together for each kernel run; run() returns the wall time of a run."""
 
-    def __init__(self, kernels, threads):
+    def __init__(self, kernels: StreamKernels, threads: int) -> None:
         self._kernels = kernels
-        self._job = None
-        self._error = None
+        self._job: Optional[str] = None
+        self._error: Optional[Exception] = None
         self._barrier = threading.Barrier(threads + 1)
         self._threads = [threading.Thread(target=self._work, args=(part,), name="hydra-stream-%d" % part) for part in range(threads)]
         for thread in self._threads:
             thread.daemon = True
             thread.start()
 
-    def _work(self, part):
+    def _work(self, part: int) -> None:
         try:
             while True:
                 self._barrier.wait()
@@ -149,7 +150,7 @@ class ThreadTeam:
             self._error = exc
             self._barrier.abort()
 
-    def run(self, job):
+    def run(self, job: str) -> float:
         self._job = job
         start = time.perf_counter()
         try:
@@ -159,7 +160,7 @@ class ThreadTeam:
             raise BenchError("memory benchmark thread failed: %s" % self._error) from None
         return time.perf_counter() - start
 
-    def close(self):
+    def close(self) -> None:
         self._job = None
         try:
             self._barrier.wait(timeout=5)
@@ -169,7 +170,8 @@ class ThreadTeam:
             thread.join(timeout=5)
 
 
-def _measure(run, bytes_moved, warmup_s, duration_s, progress, kernels=("copy", "triad"), min_repeats=3):
+def _measure(run: Callable[[str], float], bytes_moved: Callable[[str], int], warmup_s: float, duration_s: float,
+             progress: Optional[Progress], kernels: tuple[str, ...] = ("copy", "triad"), min_repeats: int = 3) -> dict[str, list[float]]:
     """Alternate the kernels through the warmup, then measure; GB/s of every repeat, per kernel."""
     for kernel in kernels:
         run(kernel)
@@ -177,7 +179,7 @@ def _measure(run, bytes_moved, warmup_s, duration_s, progress, kernels=("copy", 
     while time.perf_counter() < warm_end:
         for kernel in kernels:
             run(kernel)
-    rates = dict((kernel, []) for kernel in kernels)
+    rates: dict[str, list[float]] = dict((kernel, []) for kernel in kernels)
     start = time.perf_counter()
     while time.perf_counter() - start < duration_s or len(rates[kernels[0]]) < min_repeats:
         for kernel in kernels:
@@ -187,7 +189,8 @@ def _measure(run, bytes_moved, warmup_s, duration_s, progress, kernels=("copy", 
     return rates
 
 
-def run_memory(warmup_s, duration_s, array_mib=None, threads=None, progress=None, root="/", numpy=None):
+def run_memory(warmup_s: float, duration_s: float, array_mib: Optional[int] = None, threads: Optional[int] = None,
+               progress: Optional[Progress] = None, root: str = "/", numpy: Any = None) -> dict[str, Any]:
     """STREAM copy/triad GB/s (best of the repeats after warmup), NumPy when importable, else the stdlib copy."""
     llc = last_level_cache_bytes(root)
     size, notes = choose_array_bytes(llc, available_memory_bytes(root), array_mib * MIB if array_mib else None)
@@ -206,10 +209,11 @@ def run_memory(warmup_s, duration_s, array_mib=None, threads=None, progress=None
         raise BenchError("cannot allocate 3 arrays of %d MiB" % (size // MIB)) from None
     team = ThreadTeam(kernels, threads) if threads > 1 else None
     try:
+        run: Callable[[str], float]
         if team is not None:
             run = team.run
         else:
-            def run(kernel):
+            def run(kernel: str) -> float:
                 start = time.perf_counter()
                 getattr(kernels, kernel)(0)
                 return time.perf_counter() - start
@@ -239,12 +243,13 @@ def run_memory(warmup_s, duration_s, array_mib=None, threads=None, progress=None
     )
 
 
-def run_memory_stdlib(warmup_s, duration_s, size, llc, notes, progress=None):
+def run_memory_stdlib(warmup_s: float, duration_s: float, size: int, llc: Optional[int], notes: list[str],
+                      progress: Optional[Progress] = None) -> dict[str, Any]:
     source = bytearray(os.urandom(MIB)) * (size // MIB)
     target = bytearray(len(source))
     src, dst = memoryview(source), memoryview(target)
 
-    def run(_kernel):
+    def run(_kernel: str) -> float:
         start = time.perf_counter()
         dst[:] = src
         return time.perf_counter() - start

@@ -23,6 +23,8 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
+from typing import Any, Callable, Optional, Union
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
@@ -51,13 +53,13 @@ SMI_QUERY_FIELDS = (
 )
 
 
-def _hex(value):
+def _hex(value: str) -> int:
     return int(value, 16)
 
 
 # nvidia-smi prints canonical names in the CSV header (clocks.sm -> clocks.current.sm; newer
 # drivers call throttle reasons "clocks_event_reasons"): every spelling maps to one row key.
-_SMI_COLUMNS = {
+_SMI_COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "index": ("index", int),
     "pci.bus_id": ("pci_bus_id", str),
     "utilization.gpu": ("util_pct", float),
@@ -80,19 +82,19 @@ _SMI_COLUMNS = {
 }
 
 
-def decode_throttle(mask):
+def decode_throttle(mask: Optional[int]) -> list[str]:
     """Names of the active clocks event reasons in an NVML bitmask (None -> [])."""
     if mask is None:
         return []
     return [name for bit, name in THROTTLE_BITS if mask & bit]
 
 
-def parse_smi_header(line):
+def parse_smi_header(line: str) -> list[str]:
     """Column names of an nvidia-smi CSV header, units ("[MiB]") stripped."""
     return [field.strip().split(" [", 1)[0].strip() for field in line.split(",")]
 
 
-def _smi_value(raw, convert):
+def _smi_value(raw: str, convert: Callable[[str], Any]) -> Any:
     raw = raw.strip()
     if not raw or raw.startswith("[") or raw in ("N/A", "Unknown Error"):
         return None  # "[N/A]", "[Not Supported]", "[Unknown Error]"
@@ -102,12 +104,12 @@ def _smi_value(raw, convert):
         return None
 
 
-def parse_smi_row(columns, line):
+def parse_smi_row(columns: list[str], line: str) -> Optional[dict[str, Any]]:
     """One CSV line -> a normalised sample row (None for a repeated header or a short line)."""
     values = line.split(",")
     if len(values) < len(columns) or values[0].strip() == columns[0] or not any(name in _SMI_COLUMNS for name in columns):
         return None
-    row = {}
+    row: dict[str, Any] = {}
     for name, raw in zip(columns, values):
         if name in _SMI_COLUMNS:
             key, convert = _SMI_COLUMNS[name]
@@ -115,9 +117,9 @@ def parse_smi_row(columns, line):
     return normalise_row(row)
 
 
-def normalise_row(row):
+def normalise_row(row: dict[str, Any]) -> dict[str, Any]:
     """Fill the keys every sample row has; a recording without an index column is GPU 0."""
-    out = {"index": 0, "pci_bus_id": None, "util_pct": None, "memory_used_mib": None, "power_w": None,
+    out: dict[str, Any] = {"index": 0, "pci_bus_id": None, "util_pct": None, "memory_used_mib": None, "power_w": None,
            "temperature_c": None, "sm_clock_mhz": None, "mem_clock_mhz": None, "sm_clock_max_mhz": None,
            "throttle_mask": None, "pcie_gen": None, "pcie_gen_max": None, "pcie_width": None, "pcie_width_max": None}
     out.update(row)
@@ -126,7 +128,7 @@ def normalise_row(row):
     return out
 
 
-def parse_smi_timestamp(value):
+def parse_smi_timestamp(value: str) -> Optional[float]:
     """Seconds since the epoch of an nvidia-smi timestamp ("2023/08/23 08:20:39.825"), None if unreadable."""
     try:
         stamp = datetime.datetime.strptime(value.strip(), "%Y/%m/%d %H:%M:%S.%f")
@@ -135,14 +137,14 @@ def parse_smi_timestamp(value):
     return (stamp - datetime.datetime(1970, 1, 1)).total_seconds()
 
 
-def parse_smi_csv(text):
+def parse_smi_csv(text: str) -> list[tuple[float, dict[str, Any]]]:
     """A recorded ``nvidia-smi --query-gpu=... --format=csv -lms N`` output -> [(t, row)], t from its timestamps."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return []
     columns = parse_smi_header(lines[0])
     stamp_at = columns.index("timestamp") if "timestamp" in columns else None
-    samples = []
+    samples: list[tuple[float, dict[str, Any]]] = []
     for position, line in enumerate(lines[1:]):
         row = parse_smi_row(columns, line)
         if row is None:
@@ -152,7 +154,7 @@ def parse_smi_csv(text):
     return samples
 
 
-def parse_proc_stat(text):
+def parse_proc_stat(text: str) -> tuple[int, int]:
     """(busy, total) jiffies of the aggregate "cpu" line of /proc/stat."""
     for line in text.splitlines():
         if line.startswith("cpu "):
@@ -165,7 +167,7 @@ def parse_proc_stat(text):
     raise ValueError("no aggregate cpu line in /proc/stat")
 
 
-def cpu_util_pct(previous, current):
+def cpu_util_pct(previous: tuple[int, int], current: tuple[int, int]) -> Optional[float]:
     busy = current[0] - previous[0]
     total = current[1] - previous[1]
     return 100.0 * busy / total if total > 0 else None
@@ -175,10 +177,11 @@ def cpu_util_pct(previous, current):
 # Aggregation
 
 
-def summarize(cpu_samples, gpu_samples, start, end):
+def summarize(cpu_samples: Iterable[tuple[float, Optional[float]]], gpu_samples: Iterable[tuple[float, dict[str, Any]]],
+              start: float, end: float) -> dict[str, Any]:
     """Resource summary of the samples taken in [start, end]: what a benchmark did to the machine."""
     cpu = [util for stamp, util in cpu_samples if start <= stamp <= end and util is not None]
-    by_gpu = {}
+    by_gpu: dict[int, list[dict[str, Any]]] = {}
     for stamp, row in gpu_samples:
         if start <= stamp <= end:
             by_gpu.setdefault(row["index"], []).append(row)
@@ -188,23 +191,23 @@ def summarize(cpu_samples, gpu_samples, start, end):
     }
 
 
-def _values(rows, key):
+def _values(rows: Iterable[dict[str, Any]], key: str) -> list[Any]:
     return [row[key] for row in rows if row.get(key) is not None]
 
 
-def _min(values):
+def _min(values: list[Any]) -> Any:
     return min(values) if values else None
 
 
-def _max(values):
+def _max(values: list[Any]) -> Any:
     return max(values) if values else None
 
 
-def summarize_gpu(index, rows):
+def summarize_gpu(index: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """One GPU's samples -> utilisation, memory, power, clocks, throttle reasons and PCIe link under load."""
     busy = [row for row in rows if (row.get("util_pct") or 0) >= BUSY_UTIL_PCT]
     judged = busy or rows  # "under load" when the GPU was busy at all, else everything seen
-    reasons = set()
+    reasons: set[str] = set()
     for row in judged:
         reasons.update(decode_throttle(row.get("throttle_mask")))
     reasons.discard("gpu_idle")
@@ -242,12 +245,12 @@ class NvmlSource:
     name = "nvml"
     polled = True
 
-    def __init__(self, nvml):
+    def __init__(self, nvml: Any) -> None:
         self._nvml = nvml
-        self._handles = []
-        self._static = []
+        self._handles: list[Any] = []
+        self._static: list[dict[str, Any]] = []
 
-    def open(self):
+    def open(self) -> None:
         nvml = self._nvml
         nvml.nvmlInit()
         for index in range(nvml.nvmlDeviceGetCount()):
@@ -261,19 +264,19 @@ class NvmlSource:
                 "pcie_width_max": self._call(lambda h=handle: nvml.nvmlDeviceGetMaxPcieLinkWidth(h)),
             })
 
-    def _call(self, func):
+    def _call(self, func: Callable[..., Any]) -> Any:
         try:
             return func()
         except Exception:  # pylint: disable=broad-exception-caught
             # NVMLError_NotSupported and friends: that field is simply absent on this GPU.
             return None
 
-    def _throttle(self, handle):
+    def _throttle(self, handle: Any) -> Optional[int]:
         nvml = self._nvml
         getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         return self._call(lambda: getter(handle))
 
-    def read(self):
+    def read(self) -> list[dict[str, Any]]:
         nvml = self._nvml
         rows = []
         for handle, static in zip(self._handles, self._static):
@@ -295,11 +298,11 @@ class NvmlSource:
             rows.append(normalise_row(row))
         return rows
 
-    def close(self):
+    def close(self) -> None:
         self._call(self._nvml.nvmlShutdown)
 
 
-def _text(value):
+def _text(value: Any) -> Any:
     return value.decode("ascii", "replace") if isinstance(value, bytes) else value
 
 
@@ -309,23 +312,24 @@ class SmiSource:
     name = "nvidia-smi"
     polled = False
 
-    def __init__(self, binary, interval_s, on_row, clock=time.monotonic):
+    def __init__(self, binary: str, interval_s: float, on_row: Callable[[float, dict[str, Any]], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._binary = binary
         self._interval_ms = max(int(interval_s * 1000), 1)
         self._on_row = on_row
         self._clock = clock
-        self._proc = None
-        self._reader = None
-        self.error = None
+        self._proc: Optional[subprocess.Popen[str]] = None
+        self._reader: Optional[threading.Thread] = None
+        self.error: Optional[str] = None
         self.rows = 0
 
-    def argv(self):
+    def argv(self) -> list[str]:
         argv = [self._binary, "--query-gpu=" + ",".join(SMI_QUERY_FIELDS), "--format=csv", "-lms", str(self._interval_ms)]
         stdbuf = shutil.which("stdbuf")
         # nvidia-smi block-buffers a pipe; line buffering makes each sample arrive when it is taken.
         return [stdbuf, "-oL"] + argv if stdbuf else argv
 
-    def open(self):
+    def open(self) -> None:
         env = dict(os.environ, LANG="C", LC_ALL="C")
         self._proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                       env=env, start_new_session=True, universal_newlines=True)
@@ -333,9 +337,9 @@ class SmiSource:
         self._reader.daemon = True
         self._reader.start()
 
-    def _read(self):
+    def _read(self) -> None:
         columns = None
-        for line in self._proc.stdout:
+        for line in self._proc.stdout:  # type: ignore[union-attr]  # open() started it with a pipe
             if not line.strip():
                 continue
             if columns is None:
@@ -349,10 +353,10 @@ class SmiSource:
                 self.rows += 1
                 self._on_row(self._clock(), row)
 
-    def read(self):
+    def read(self) -> list[dict[str, Any]]:
         return []
 
-    def close(self):
+    def close(self) -> None:
         proc = self._proc
         if proc is None:
             return
@@ -367,29 +371,30 @@ class SmiSource:
                     break
                 except subprocess.TimeoutExpired:
                     continue
-        self._reader.join(timeout=5)
+        self._reader.join(timeout=5)  # type: ignore[union-attr]  # open() started it with the process
         stderr = proc.stderr.read() if proc.stderr else ""
-        proc.stdout.close()
-        proc.stderr.close()
+        proc.stdout.close()  # type: ignore[union-attr]  # both pipes were asked for
+        proc.stderr.close()  # type: ignore[union-attr]
         if self.rows == 0 and self.error is None:
             first = (stderr.strip().splitlines() or ["exit status %s" % proc.returncode])[0]
             self.error = "nvidia-smi sampler produced no samples: %s" % first
 
 
-def pick_gpu_source(on_row, interval_s, nvidia_smi_path=None, nvml=None):
+def pick_gpu_source(on_row: Callable[[float, dict[str, Any]], None], interval_s: float, nvidia_smi_path: Optional[str] = None,
+                    nvml: Any = None) -> tuple[Optional[Union[NvmlSource, SmiSource]], list[str]]:
     """NVML when pynvml imports and initialises, else nvidia-smi when found, else None (CPU only).
 
     ``nvml`` replaces the pynvml module (tests); False skips NVML.
     """
-    notes = []
+    notes: list[str] = []
     if nvml is None:
         try:
-            import pynvml as nvml  # pylint: disable=import-outside-toplevel
+            import pynvml as nvml  # type: ignore[no-redef]  # pylint: disable=import-outside-toplevel
         except ImportError:
             nvml = None
             notes.append("pynvml (nvidia-ml-py) is not installed: GPU telemetry falls back to nvidia-smi")
     if nvml:
-        source = NvmlSource(nvml)
+        source: Union[NvmlSource, SmiSource] = NvmlSource(nvml)
         try:
             source.open()
             return source, notes
@@ -414,21 +419,22 @@ def pick_gpu_source(on_row, interval_s, nvidia_smi_path=None, nvml=None):
 class Sampler:
     """Samples the CPU (and the GPUs through a source) every interval in a background thread."""
 
-    def __init__(self, interval_s=1.0, gpu_source=None, proc_stat="/proc/stat", clock=time.monotonic):
+    def __init__(self, interval_s: float = 1.0, gpu_source: Optional[Union[NvmlSource, SmiSource]] = None, proc_stat: str = "/proc/stat",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.interval_s = interval_s
         self.gpu_source = gpu_source
         self.proc_stat = proc_stat
         self.clock = clock
-        self.cpu_samples = []
-        self.gpu_samples = []
-        self.notes = []
+        self.cpu_samples: list[tuple[float, Optional[float]]] = []
+        self.gpu_samples: list[tuple[float, dict[str, Any]]] = []
+        self.notes: list[str] = []
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: Optional[threading.Thread] = None
 
-    def add_gpu_row(self, stamp, row):
+    def add_gpu_row(self, stamp: float, row: dict[str, Any]) -> None:
         self.gpu_samples.append((stamp, row))  # list.append is atomic: the smi reader thread calls this
 
-    def _read_stat(self):
+    def _read_stat(self) -> Optional[tuple[int, int]]:
         try:
             with open(self.proc_stat) as handle:
                 return parse_proc_stat(handle.read())
@@ -436,12 +442,12 @@ class Sampler:
             self.notes.append("CPU telemetry stopped: %s" % exc)
             return None
 
-    def start(self):
+    def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="hydra-telemetry")
         self._thread.daemon = True
         self._thread.start()
 
-    def _loop(self):
+    def _loop(self) -> None:
         previous = self._read_stat()
         while not self._stop.wait(self.interval_s):
             stamp = self.clock()
@@ -454,7 +460,7 @@ class Sampler:
                 for row in self.gpu_source.read():
                     self.gpu_samples.append((stamp, row))
 
-    def stop(self):
+    def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=max(5.0, 2 * self.interval_s))
@@ -464,10 +470,10 @@ class Sampler:
             if error:
                 self.notes.append(error)
 
-    def summary(self, start, end):
+    def summary(self, start: float, end: float) -> dict[str, Any]:
         return summarize(self.cpu_samples, self.gpu_samples, start, end)
 
-    def describe(self):
+    def describe(self) -> dict[str, Any]:
         return {
             "gpu_source": self.gpu_source.name if self.gpu_source is not None else None,
             "interval_s": self.interval_s,

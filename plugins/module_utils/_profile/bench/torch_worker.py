@@ -24,6 +24,7 @@ from typing import Any, Callable, Optional
 
 MIB = 1024 * 1024
 
+
 def inventory(torch: Any) -> dict[str, Any]:
     available = bool(torch.cuda.is_available())
     devices: list[dict[str, Any]] = []

@@ -73,7 +73,7 @@ def test_a_read_with_a_deadline_on_a_blocking_fifo_raises_instead_of_hanging(tmp
         assert files.read_text_or_none(fifo, timeout=0.3) is None
     finally:
         # Release the stuck reader threads: a writer that opens and closes gives them EOF.
-        for _ in range(2):
+        for _unused in range(2):
             fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
             os.close(fd)
     assert files.read_text(MEMINFO, timeout=5).startswith("MemTotal:")

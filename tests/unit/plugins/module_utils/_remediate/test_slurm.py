@@ -79,7 +79,7 @@ def test_unreachable_policy():
 def test_node_name_mapping_and_unknown_nodes():
     nodes = {"a01": node("IDLE")}
     plan = slurm.plan({"gpu-a01.example.com": outcome("failed", "x.y"), "gpu-zz": outcome("failed", "x.y")},
-                       nodes, {"node_names": {"gpu-a01.example.com": "a01"}, "max_fraction": 1})
+                      nodes, {"node_names": {"gpu-a01.example.com": "a01"}, "max_fraction": 1})
     assert [(d["node"], d["host"]) for d in plan["drain"]] == [("a01", "gpu-a01.example.com")]
     assert plan["leave"] == [{"node": "gpu-zz", "host": "gpu-zz",
                               "why": "slurmctld knows no node 'gpu-zz' (map it with node_names)"}]

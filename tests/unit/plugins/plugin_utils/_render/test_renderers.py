@@ -144,8 +144,6 @@ def test_junit_validates_against_the_schema(report, tmp_path):
     assert proc.returncode == 0, proc.stderr
 
 
-
-
 def test_prometheus_label_values_round_trip_and_families_are_whole(report):
     text = _text(prometheus.render, report)
     samples = parse_prom(text)
@@ -162,7 +160,7 @@ def test_prometheus_label_values_round_trip_and_families_are_whole(report):
     families = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
     assert len(families) == len(set(families))
     seen = []
-    for name, _, _ in samples:
+    for name, _unused, _unused in samples:
         if not seen or seen[-1] != name:
             assert name not in seen, "family %s is split" % name
             seen.append(name)
