@@ -289,7 +289,7 @@ class GpuSettingsWorker(Worker):
                     write_record(self.record_path, self.record)
                 except OSError as exc:
                     raise Failure("locked_clocks_record: cannot write %s (%s); the clocks are set, the record is not"
-                                  % (self.record_path, exc.strerror or exc), plan=plan) from exc
+                                  % (self.record_path, exc.strerror or exc), changes=plan) from exc
         return plan
 
     def read_back(self, before: dict[str, Any]) -> dict[str, Any]:
@@ -304,5 +304,5 @@ class GpuSettingsWorker(Worker):
 
     def result(self, plan: list[Change], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
         pending = reboot_required(after["gpus"], self.desired)
-        return {"plan": plan, "gpus": self.view(after if applied else before), "reboot_required": bool(pending),
+        return {"changes": plan, "gpus": self.view(after if applied else before), "reboot_required": bool(pending),
                 "reboot_required_gpus": pending}

@@ -209,7 +209,7 @@ class MigWorker(Worker):
     def confirm(self, plan: list[Step]) -> None:
         if not self.params["confirm"]:
             raise Failure("mig: %d step(s) to take on GPU(s) %s, but confirm is not true; nothing was changed" % (
-                len(plan), ", ".join(sorted({str(s["index"]) for s in plan}))), plan=plan)
+                len(plan), ", ".join(sorted({str(s["index"]) for s in plan}))), steps=plan)
 
     def apply(self, plan: list[Step]) -> list[Step]:
         """Mode plan first; layout plan then on the GPUs whose MIG mode is on without waiting for a reset."""
@@ -241,7 +241,7 @@ class MigWorker(Worker):
 
     def result(self, plan: list[Step], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
         state = after if applied else before
-        return {"plan": plan, "gpus": self.view(state), "reset_required_gpus": reset_required(state["gpus"])}
+        return {"steps": plan, "gpus": self.view(state), "reset_required_gpus": reset_required(state["gpus"])}
 
     def warnings(self, done: list[Step], after: dict[str, Any]) -> list[str]:
         waiting = reset_required(after["gpus"])
