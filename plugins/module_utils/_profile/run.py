@@ -215,7 +215,7 @@ def run(benchmarks: Optional[Sequence[str]] = BENCHMARKS, benchmark_options: Opt
         raise ProfileInputError(str(exc)) from None
     expect = expect or {}
     options: dict[str, Any] = {"timeouts": dict(DEFAULT_TIMEOUTS, **(timeouts or {})), "nvidia_smi_path": nvidia_smi_path,
-                                "torch_python": torch_python, "expect": expect}
+                               "torch_python": torch_python, "expect": expect}
     try:
         log.event("run_start", benchmarks=benchmarks)
         log.phase_start("static_profile")

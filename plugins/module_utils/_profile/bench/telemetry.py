@@ -119,9 +119,10 @@ def parse_smi_row(columns: list[str], line: str) -> Optional[dict[str, Any]]:
 
 def normalise_row(row: dict[str, Any]) -> dict[str, Any]:
     """Fill the keys every sample row has; a recording without an index column is GPU 0."""
-    out: dict[str, Any] = {"index": 0, "pci_bus_id": None, "util_pct": None, "memory_used_mib": None, "power_w": None,
-           "temperature_c": None, "sm_clock_mhz": None, "mem_clock_mhz": None, "sm_clock_max_mhz": None,
-           "throttle_mask": None, "pcie_gen": None, "pcie_gen_max": None, "pcie_width": None, "pcie_width_max": None}
+    out: dict[str, Any] = {
+        "index": 0, "pci_bus_id": None, "util_pct": None, "memory_used_mib": None, "power_w": None,
+        "temperature_c": None, "sm_clock_mhz": None, "mem_clock_mhz": None, "sm_clock_max_mhz": None,
+        "throttle_mask": None, "pcie_gen": None, "pcie_gen_max": None, "pcie_width": None, "pcie_width_max": None}
     out.update(row)
     if out["index"] is None:
         out["index"] = 0
