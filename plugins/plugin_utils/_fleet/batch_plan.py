@@ -106,8 +106,8 @@ def _integers(real: Sequence[float], caps: Sequence[Optional[int]], throughputs:
     batches = [max(1, int(math.floor(x + 1e-9))) for x in real]
     room = [(float(b + 1) / t, i) for i, (b, t) in enumerate(zip(batches, throughputs)) if i not in capped or b < capped[i]]
     heapq.heapify(room)
-    for _unused in range(total - sum(batches)):
-        _unused, i = heapq.heappop(room)
+    for _step in range(total - sum(batches)):
+        _room_left, i = heapq.heappop(room)
         batches[i] += 1
         if i not in capped or batches[i] < capped[i]:
             heapq.heappush(room, (float(batches[i] + 1) / throughputs[i], i))

@@ -22,7 +22,7 @@ FORMATS: tuple[tuple[str, str, Renderer], ...] = (
     ("junit", REPORT_NAME + ".junit.xml", junit.render),
     ("prometheus", REPORT_NAME + ".prom", prometheus.render),
 )
-FORMAT_NAMES = tuple(name for name, _unused, _unused in FORMATS)
+FORMAT_NAMES = tuple(name for name, _file_name, _renderer in FORMATS)
 
 
 def unknown_formats(names: Iterable[str]) -> list[str]:

@@ -149,7 +149,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         ("gpu_benchmark_value", "GPU benchmark figure from the profile (unit in the metric name).", _benchmarks(report, True)),
         ("straggler_ratio", "Straggler's figure relative to its class median (1 = typical, lower = slower).", _stragglers(analysis)),
         ("host_drift", "1 for each configuration field where the host differs from its class majority or the expected value.",
-         (([("host", h), ("class", c), ("field", f), ("value", v), ("expected", r)], 1) for h, c, f, v, r, _unused, _unused
+         (([("host", h), ("class", c), ("field", f), ("value", v), ("expected", r)], 1) for h, c, f, v, r, _basis, _gpus
           in views.drift_rows(report))),
     ]
     history = analysis.get("history") or {}

@@ -23,7 +23,7 @@ def test_only_rates_and_times_are_compared(metric, judged):
 
 def test_every_figure_the_profile_summary_shows_is_named_with_its_unit():
     # The comparable host figures end with a rate or time unit; the labels (method, O_DIRECT) are not compared.
-    compared = [name for name, _unused, _unused, method in figures.HOST_FIGURES if figures.is_performance_metric(name)]
+    compared = [name for name, _benchmark, _path, method in figures.HOST_FIGURES if figures.is_performance_metric(name)]
     assert compared == ["cpu_single_thread_gflops", "cpu_all_cores_gflops", "memory_triad_gbps", "memory_copy_gbps",
                         "disk_read_iops", "disk_read_p99_us", "disk_seq_read_mbps", "disk_seq_write_mbps"]
     assert all(figures.is_performance_metric(name) for name in figures.GPU_FIGURES)
@@ -47,7 +47,7 @@ def _profile(cpu_method="numpy_matmul", memory_method="numpy_blocked"):
 
 def test_profile_figures_follow_the_table_in_order():
     out = figures.profile_figures(_profile())
-    assert list(out) == [name for name, _unused, _unused, _unused in figures.HOST_FIGURES]
+    assert list(out) == [name for name, _benchmark, _path, _method in figures.HOST_FIGURES]
     assert out == {"cpu_single_thread_gflops": 40.0, "cpu_all_cores_gflops": 900.0, "cpu_method": "numpy_matmul",
                    "memory_triad_gbps": 150.0, "memory_copy_gbps": 140.0, "memory_method": "numpy_blocked",
                    "disk_read_iops": 250000.0, "disk_read_p99_us": 410.0, "disk_seq_read_mbps": 2900.0,

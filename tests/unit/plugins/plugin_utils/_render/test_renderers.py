@@ -160,7 +160,7 @@ def test_prometheus_label_values_round_trip_and_families_are_whole(report):
     families = [line.split()[2] for line in text.splitlines() if line.startswith("# TYPE")]
     assert len(families) == len(set(families))
     seen = []
-    for name, _unused, _unused in samples:
+    for name, _labels, _value in samples:
         if not seen or seen[-1] != name:
             assert name not in seen, "family %s is split" % name
             seen.append(name)
