@@ -55,6 +55,7 @@ KEYS: tuple[Key, ...] = (
     Key("temperature_warn_c", "number", None, "GPU temperature (C) from which gpu.temperature WARNs", DOCTOR),
     # Resolved by doctor's run into the kernel_log probe's options (the probe fetches only the window).
     Key("xid_window_hours", "int", 24, "hours of kernel log gpu.xid_errors reads", DOCTOR),
+    Key("fabric_manager_log", "str", "/var/log/fabricmanager.log", "the Fabric Manager log gpu.fabric_manager reads for NVSwitch errors", DOCTOR),
     Key("gpu_busy_util_pct", "int", 10, "GPU utilization (%) from which a GPU counts as busy", DOCTOR),
     Key("pcie_replay_warn", "int", 100, "PCIe replays per GPU since driver load before WARN", DOCTOR),
     Key("row_remap_uncorrectable_warn", "int", 512, "rows remapped for uncorrectable errors per GPU before WARN", DOCTOR),

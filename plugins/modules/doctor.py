@@ -50,9 +50,43 @@ options:
     default: {}
   timeouts:
     description:
-      - Per-probe timeouts in seconds. Keys V(nvidia_smi), V(kernel_log), V(torch) and V(command) (any other command).
+      - Deadlines in seconds. Every command and every read that can block (files in home directories and on
+        network mounts, C(statvfs)) has one, and every probe runs under the run's deadline O(timeouts.total)
+        (which also bounds C(/sys) reads of a dead device); a probe past its deadline makes its checks C(ERROR)
+        naming the timeout, and a command's whole process tree (setsid'd grandchildren included) is killed.
+      - Per-probe timeouts are capped by the time left to O(timeouts.total).
     type: dict
     default: {}
+    suboptions:
+      nvidia_smi:
+        description:
+          - The one C(nvidia-smi -q -x) call of the run, C(nvidia-smi nvlink --status) and each NVML session.
+            When C(nvidia-smi -q -x) fails or times out, no other nvidia-smi or NVML call is made for NVLink,
+            so a hung driver costs this timeout once. Default 30.
+        type: float
+      kernel_log:
+        description:
+          - Reading the kernel log (C(journalctl -k), then C(dmesg)). Default 15.
+        type: float
+      torch:
+        description:
+          - The PyTorch subprocess. Default 90.
+        type: float
+      command:
+        description:
+          - Any other command (C(timedatectl), C(chronyc), C(systemctl), C(nvcc --version)) and each bounded read
+            (C(~/.nccl.conf) and C(/etc/nccl.conf), C(statvfs) of C(/dev/shm) and the disk paths). Default 10.
+        type: float
+      total:
+        description:
+          - "Deadline of the whole run. No probe starts after it, a probe still running is abandoned a few seconds
+            after it (its commands are killed), and the checks not yet run are C(ERROR) with the message
+            C(not run: doctor deadline (timeouts.total=Ns)); the module still returns its result."
+          - The default, 300, is well under the limits an Ansible task usually runs under (job timeouts of
+            AWX/CI, async windows, an operator waiting on one play step), so a hung host yields a result and the fleet report is written
+            instead of the task being killed with nothing to show. It exceeds the sum of the per-probe defaults on a
+            healthy host by far.
+        type: float
   fail_on:
     description:
       - When the task itself fails. V(never) reports only; V(fail) fails on a C(FAIL) or C(ERROR) check;
@@ -174,7 +208,10 @@ def main() -> None:
             exclude=dict(type="list", elements="str", default=[]),
             list_checks=dict(type="bool", default=False),
             expect=dict(type="dict", default={}),
-            timeouts=dict(type="dict", default={}),
+            timeouts=dict(type="dict", default={}, options=dict(
+                nvidia_smi=dict(type="float"), kernel_log=dict(type="float"), torch=dict(type="float"),
+                command=dict(type="float"), total=dict(type="float"),
+            )),
             fail_on=dict(type="str", choices=list(FAIL_ON), default=FAIL_ON_NEVER),
             deterministic=dict(type="bool", default=False),
             nvidia_smi_path=dict(type="path"),
@@ -187,7 +224,8 @@ def main() -> None:
         module.exit_json(changed=False, catalogue=_doctor.list_catalogue())
     try:
         result = _doctor.run(
-            only=params["only"], exclude=params["exclude"], expect=params["expect"], timeouts=params["timeouts"],
+            only=params["only"], exclude=params["exclude"], expect=params["expect"],
+            timeouts={name: value for name, value in (params["timeouts"] or {}).items() if value is not None},
             deterministic=params["deterministic"], nvidia_smi_path=params["nvidia_smi_path"],
             torch_python=params["torch_python"],
         )

@@ -8,6 +8,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import datetime
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
@@ -18,11 +19,17 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.cat
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import DEFAULT_COMMAND_TIMEOUT
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
-from ansible_collections.continuum.hydra.plugins.module_utils._status import host_verdict
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, host_verdict
 
 HYDRA_VERSION = "0.1.0"
 
-DEFAULT_TIMEOUTS = {"nvidia_smi": nvidia_smi.DEFAULT_TIMEOUT, "kernel_log": 15, "torch": 90, "command": DEFAULT_COMMAND_TIMEOUT}
+# timeouts.total: the whole run's deadline. Well under the time an Ansible run is usually given for a task
+# (AWX/CI job limits, async windows, an operator's patience with one step of a fleet play): a host that hangs
+# must still return a result, with its unfinished checks ERROR, so the fleet report is written.
+DEFAULT_TOTAL_TIMEOUT = 300
+
+DEFAULT_TIMEOUTS = {"nvidia_smi": nvidia_smi.DEFAULT_TIMEOUT, "kernel_log": 15, "torch": 90, "command": DEFAULT_COMMAND_TIMEOUT,
+                    "total": DEFAULT_TOTAL_TIMEOUT}
 
 # Host facts in every result need these two, whatever checks are selected.
 ALWAYS_PROBED = ("host", "nvidia_smi")
@@ -66,6 +73,7 @@ def probe_options(expect: Mapping[str, Any], timeouts: Optional[Mapping[str, Any
         "nvidia_smi_path": nvidia_smi_path,
         "torch_python": torch_python,
         "xid_window_hours": _expect.get(expect, "xid_window_hours"),
+        "fabric_manager_log": _expect.get(expect, "fabric_manager_log"),
         "disk_paths": _expect.get(expect, "disk_paths") if _expect.given(expect, "disk_paths") else None,
     }
 
@@ -80,8 +88,9 @@ def run(only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] =
     options = probe_options(expect, timeouts, nvidia_smi_path, torch_python)
     selected = registry.select(CATALOGUE, only, exclude)
     needed = list(ALWAYS_PROBED) + [name for chk in selected for name in chk.probes]
-    envelopes = probe_catalogue.collect(needed, options, probes)
-    checks = [registry.evaluate(chk, envelopes, expect) for chk in selected]
+    deadline = probe_catalogue.Deadline(start + options["timeouts"]["total"], options["timeouts"]["total"])
+    envelopes = probe_catalogue.collect(needed, options, probes, deadline)
+    checks = [judge(chk, envelopes, expect) for chk in selected]
     summary = _results.summarize(checks)
     result = {
         "schema_version": _results.SCHEMA_VERSION,
@@ -93,7 +102,19 @@ def run(only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] =
                    for name, env in envelopes.items()},
         "total_duration_ms": round((time.monotonic() - start) * 1000.0, 3),
     }
+    result = finite_result(result)  # RFC 8259: no NaN/Infinity in the module's JSON
     return make_deterministic(result) if deterministic else result
+
+
+def judge(chk: registry.Check, envelopes: Mapping[str, Any], expect: Mapping[str, Any]) -> dict[str, Any]:
+    """One check's record; ERROR with the deadline's reason when a probe it reads was not run (timeouts.total)."""
+    not_run = [envelopes[name] for name in chk.probes if envelopes[name].get("not_run")]
+    if not not_run:
+        return registry.evaluate(chk, envelopes, expect)
+    return {"id": chk.id, "title": chk.title, "category": chk.category, "status": ERROR, "message": not_run[0]["reason"],
+            "details": {"probes_not_run": [name for name in chk.probes if envelopes[name].get("not_run")]},
+            "remediation": "raise timeouts.total, or lower the per-probe timeouts, so every probe fits the doctor run",
+            "duration_ms": 0.0}
 
 
 def environment(envelopes: Mapping[str, Any]) -> dict[str, Any]:
@@ -132,3 +153,36 @@ def make_deterministic(result: Mapping[str, Any]) -> dict[str, Any]:
     result["environment"] = {k: v for k, v in result["environment"].items() if k != "timestamp_utc"}
     result.pop("total_duration_ms", None)
     return result
+
+
+def finite_result(result: dict[str, Any]) -> dict[str, Any]:
+    """The result with every non-finite float (NaN, Infinity) replaced by None, so its JSON is RFC 8259 JSON.
+
+    Each replacement is recorded: in the check's details as ``non_finite_replaced`` (the paths within the check),
+    elsewhere in ``environment.non_finite_replaced``.
+    """
+    elsewhere: list[str] = []
+    checks = []
+    for chk in result.get("checks") or []:
+        found: list[str] = []
+        chk = _finite(chk, "", found)
+        if found:
+            details = chk.get("details") if isinstance(chk.get("details"), dict) else {}
+            chk["details"] = dict(details, non_finite_replaced=found)
+        checks.append(chk)
+    out = _finite(dict((k, v) for k, v in result.items() if k != "checks"), "", elsewhere)
+    out["checks"] = checks
+    if elsewhere and isinstance(out.get("environment"), dict):
+        out["environment"]["non_finite_replaced"] = elsewhere
+    return dict((key, out[key]) for key in list(result) if key in out)
+
+
+def _finite(value: Any, path: str, found: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        found.append(path or "(value)")
+        return None
+    if isinstance(value, dict):
+        return dict((key, _finite(item, "%s.%s" % (path, key) if path else str(key), found)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [_finite(item, "%s[%d]" % (path, index), found) for index, item in enumerate(value)]
+    return value

@@ -4,8 +4,12 @@
 """Running external commands for probes: argument lists, LANG=C, a timeout, always.
 
 Every command runs in its own session (process group); at its deadline the whole group is killed, so a
-grandchild that ignores SIGTERM or keeps the pipes open cannot outlive the probe. call_with_timeout()
-bounds an in-process call (NVML, statvfs, a read that can block) the same way.
+grandchild that ignores SIGTERM or keeps the pipes open cannot outlive the probe. A grandchild that left the
+group with setsid(2) is killed too: on Linux the module makes itself a child subreaper (prctl
+PR_SET_CHILD_SUBREAPER), so an orphaned descendant is reparented to the module instead of init, and at the
+deadline every process found through /proc/<pid>/stat (parent chain, process group, session) is killed and
+reaped. Without prctl the tree is still walked before anything is killed. call_with_timeout() bounds an
+in-process call (NVML, statvfs, a read that can block) the same way.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -15,7 +19,9 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional, TypeVar, Union, cast
 
@@ -28,6 +34,14 @@ class ProbeError(Exception):
 
 class ProbeAbsent(Exception):
     """What a probe reads does not exist on this host; its checks become SKIP with this reason."""
+
+
+class CallTimedOut(ProbeError):
+    """call_with_timeout's deadline passed; ``what`` names the call (the stuck thread is left behind)."""
+
+    def __init__(self, what: str, message: str) -> None:
+        super().__init__(message)
+        self.what = what
 
 
 def find_binary(name: str, override: Optional[str] = None) -> Optional[str]:
@@ -47,6 +61,7 @@ def run(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = 
     # LANG=C: output is parsed, so it must not be translated or localised.
     child_env = dict(os.environ, LANG="C", LC_ALL="C")
     child_env.update(env or {})
+    become_subreaper()
     try:
         proc = subprocess.Popen(
             argv, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
@@ -59,11 +74,16 @@ def run(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = 
         raise ProbeError("%s: permission denied" % argv[0]) from None
     except OSError as exc:
         raise ProbeError("%s: cannot execute (%s)" % (argv[0], exc)) from None
+    with _LIVE_LOCK:
+        _LIVE.add(proc.pid)
     try:
         stdout, stderr = proc.communicate(input=input_text.encode() if input_text is not None else None, timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(proc)
+        _kill_tree(proc)
         raise ProbeError("%s timed out after %ss" % (" ".join(argv), _fmt_seconds(timeout))) from None
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc.pid)
     return proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
 
 
@@ -86,21 +106,136 @@ def call_with_timeout(call: Callable[[], T], timeout: float, what: str) -> T:
     worker.start()
     worker.join(timeout)
     if worker.is_alive():
-        raise ProbeError("%s timed out after %ss" % (what, _fmt_seconds(timeout)))
+        raise CallTimedOut(what, "%s timed out after %ss" % (what, _fmt_seconds(timeout)))
     if "error" in outcome:
         raise outcome["error"]
     return cast(T, outcome.get("value"))
 
 
-def _kill_group(proc: "subprocess.Popen[bytes]") -> None:
+# prctl(2) option: orphaned descendants are reparented to this process instead of init.
+_PR_SET_CHILD_SUBREAPER = 36
+_SUBREAPER: dict[str, bool] = {}
+# pids of the commands run() is waiting for now: a process adopted by this one that is not among them is an
+# orphaned descendant of a command, never a command another thread still waits for.
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (Linux >= 3.4), once; False where that is not available (no error)."""
+    if "done" not in _SUBREAPER:
+        _SUBREAPER["done"] = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes  # pylint: disable=import-outside-toplevel
+                libc = ctypes.CDLL(None, use_errno=True)
+                _SUBREAPER["done"] = libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+            except (OSError, AttributeError, TypeError):
+                pass
+    return _SUBREAPER["done"]
+
+
+# pid -> (state, ppid, process group, session, start time in clock ticks after boot)
+ProcessTable = Mapping[int, tuple[str, int, int, int, int]]
+
+
+def process_table(proc_dir: str = "/proc") -> dict[int, tuple[str, int, int, int, int]]:
+    """pid -> (state, ppid, process group, session, start time) of every process, from /proc/<pid>/stat; empty without /proc."""
+    table: dict[int, tuple[str, int, int, int, int]] = {}
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        names = os.listdir(proc_dir)
     except OSError:
-        proc.kill()
+        return table
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc_dir, name, "stat"), "rb") as handle:
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue  # exited meanwhile
+        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses, so split after the last ")".
+        fields = text.rpartition(")")[2].split()
+        try:
+            table[int(name)] = (fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def descendants(pid: int, table: ProcessTable) -> set[int]:
+    """pid, the members of its process group and session, everything below them, and the orphans this process
+    adopted as subreaper (a setsid'd grandchild whose parent died): children of this process started after the
+    command that no other running command owns."""
+    me = os.getpid()
+    with _LIVE_LOCK:
+        others = set(_LIVE) - {pid}
+    found = {pid}
+    started = table[pid][4] if pid in table else None
+    for other, (_state, ppid, pgrp, session, start) in table.items():
+        adopted = ppid == me and other not in others and started is not None and start >= started
+        if pgrp == pid or session == pid or adopted:
+            found.add(other)
+    children: dict[int, list[int]] = {}
+    for other, (_state, ppid, _pgrp, _session, _start) in table.items():
+        children.setdefault(ppid, []).append(other)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    found.discard(me)
+    return found - others
+
+
+def _kill_tree(proc: "subprocess.Popen[bytes]") -> None:
+    """SIGKILL the command and every descendant (walked before anything dies, again until none is left), then reap."""
+    adopted: set[int] = set()
+    for _attempt in range(10):
+        table = process_table()
+        victims = {p for p in descendants(proc.pid, table) if p in table and table[p][0] not in ("Z", "X")}
+        if not table:
+            victims = {proc.pid}  # no /proc: the process group is all there is to kill
+        adopted.update(p for p in victims if p != proc.pid)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        for victim in victims:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except OSError:
+                pass
+        if not victims:
+            break
+        time.sleep(0.01)
     try:
-        proc.communicate(timeout=5)
+        proc.communicate(timeout=2)
     except subprocess.TimeoutExpired:
-        pass
+        pass  # a process stuck in the kernel (D state) holds the pipes; it dies when its I/O returns
+    _reap(adopted)
+
+
+def _reap(pids: set[int], wait_s: float = 1.0) -> None:
+    """Collect the exit status of killed processes this process adopted, so none is left as a zombie."""
+    pending = set(pids)
+    until = time.monotonic() + wait_s
+    while pending:
+        for pid in list(pending):
+            try:
+                done, _status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pending.discard(pid)  # not our child (its parent reaps it), or reaped already
+                continue
+            except OSError:
+                pending.discard(pid)
+                continue
+            if done:
+                pending.discard(pid)
+        if not pending or time.monotonic() > until:
+            break
+        time.sleep(0.01)
 
 
 def _fmt_seconds(value: Union[int, float]) -> str:

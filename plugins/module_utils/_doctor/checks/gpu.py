@@ -12,6 +12,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import math
 import re
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -20,9 +21,10 @@ from typing import Any, Optional, Union
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import xid_table
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import OUT_OF_RANGE, is_lost
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_ABSENT, READ_FAILED, READ_OK, SKIP, WARN, worst
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_ABSENT, READ_FAILED, READ_OK, SKIP, WARN, severity, worst
 
 GPU_COUNT = _expect.key("gpu_count")
 GPU_MODEL = _expect.key("gpu_model")
@@ -38,6 +40,8 @@ ECC_CORRECTABLE_WARN = _expect.key("ecc_correctable_warn")
 TEMPERATURE_WARN = _expect.key("temperature_warn_c")
 # Read by the kernel_log probe (it fetches only the window), declared here with the check that uses it.
 XID_WINDOW = _expect.key("xid_window_hours")
+# Read by the fabric_manager probe, declared here with the check that uses it.
+FABRIC_MANAGER_LOG = _expect.key("fabric_manager_log")
 BUSY_UTIL = _expect.key("gpu_busy_util_pct")
 PCIE_REPLAY_WARN = _expect.key("pcie_replay_warn")
 ROW_REMAP_UNC_WARN = _expect.key("row_remap_uncorrectable_warn")
@@ -56,7 +60,120 @@ RESET_OR_DRAIN = "Drain the node, reset the GPU (`nvidia-smi -r -i <index>` with
 
 
 def _gpus(probes: Probes) -> list[dict[str, Any]]:
-    return probes["nvidia_smi"]["data"]["gpus"]
+    """The GPU records, each number beyond range (non-finite, or past 2**64) replaced by None and named in
+    ``unreadable`` as "value out of range", so that no check compares or formats it."""
+    return [_in_range(gpu) for gpu in probes["nvidia_smi"]["data"]["gpus"]]
+
+
+_RANGE = float(2 ** 64)
+
+
+def _in_range(gpu: Mapping[str, Any]) -> dict[str, Any]:
+    found: dict[str, str] = {}
+    clean = _replace_out_of_range(gpu, "", found)
+    if found:
+        clean["unreadable"] = dict(gpu.get("unreadable") or {}, **found)
+    return clean
+
+
+def _replace_out_of_range(value: Any, path: str, found: dict[str, str]) -> Any:
+    if isinstance(value, dict):
+        return dict((key, item if key == "unreadable" and not path else
+                     _replace_out_of_range(item, "%s.%s" % (path, key) if path else key, found))
+                    for key, item in value.items())
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            fine = math.isfinite(value) and -_RANGE <= value <= _RANGE
+        except OverflowError:
+            fine = False
+        if not fine:
+            shown = "%r" % value if isinstance(value, float) else "an integer of %d bits" % value.bit_length()
+            found[path] = "%s (%s)" % (OUT_OF_RANGE, shown)
+            return None
+    return value
+
+
+# The record fields (dotted paths, or their prefixes) each per-GPU check reads: its unreadable values among them
+# make it ERROR (FAIL for a lost GPU).
+_READS_PERSISTENCE_MODE = ("persistence_mode",)
+_READS_ECC_MODE = ("ecc.current", "ecc.pending")
+_READS_MIG = ("mig.current", "mig.pending")
+_READS_ECC_ERRORS = ("ecc.volatile", "ecc.aggregate", "ecc.sram_threshold_exceeded")
+_READS_ROW_REMAP = ("remapped_rows", "retired_pages")
+_READS_PCIE_LINK = ("pcie.gen_current", "pcie.gen_max", "pcie.gen_device_max", "pcie.gen_host_max", "pcie.width_current",
+                    "pcie.width_max", "utilization.gpu_pct")
+_READS_PCIE_REPLAY = ("pcie.replay_counter", "pcie.replay_rollover_counter")
+_READS_CLOCK_THROTTLE_REASONS = ("clock_event_reasons",)
+_READS_TEMPERATURE = ("temperature",)
+_READS_POWER = ("power",)
+_READS_CLOCKS = ("clocks", "max_clocks", "applications_clocks", "default_applications_clocks", "utilization.gpu_pct")
+
+
+# GPU-level advice for values that could not be read.
+UNREADABLE_ADVICE = ("Run `nvidia-smi -q -i <index>` by hand: an unreadable value means the driver could not query the "
+                     "GPU (permissions, a driver fault or a failing GPU); read the kernel log for Xids, then reset the "
+                     "GPU or reboot if it persists.")
+LOST_ADVICE = ("The GPU is lost or needs a reset: drain the node, then reset the GPU (`nvidia-smi -r -i <index>` with "
+               "no processes on it) or reboot; if it does not come back, power-cycle the node and have the GPU serviced.")
+
+
+def _unreadable_in(gpu: Mapping[str, Any], fields: Sequence[str]) -> dict[str, str]:
+    """The GPU's unreadable values among the record fields (dotted paths or their prefixes) a check reads."""
+    return dict((path, raw) for path, raw in sorted((gpu.get("unreadable") or {}).items())
+                if any(path == field or path.startswith(field + ".") for field in fields))
+
+
+def _describe(found: Mapping[str, str]) -> str:
+    shown = ["%s: %s" % (path, raw) if raw.startswith(OUT_OF_RANGE) else "%s unreadable (%r)" % (path, raw)
+             for path, raw in list(found.items())[:3]]
+    return ", ".join(shown) + (" (and %d more)" % (len(found) - 3) if len(found) > 3 else "")
+
+
+def _unreadable_result(gpu: Mapping[str, Any], found: Mapping[str, str]) -> "GpuResult":
+    """FAIL when a value says the GPU is lost or needs a reset, else ERROR naming the fields."""
+    lost = OrderedDict((path, raw) for path, raw in found.items() if is_lost(raw))
+    detail = _detail(gpu, unreadable=dict(found))
+    if lost:
+        return FAIL, detail, "GPU lost or needing a reset: %s" % _describe(lost)
+    return ERROR, detail, _describe(found)
+
+
+def _with_unreadable(results: list["GpuResult"], gpus: Sequence[Mapping[str, Any]], fields: Sequence[str]) -> list["GpuResult"]:
+    """results, with each GPU that has unreadable values among ``fields`` judged ERROR (FAIL when lost or needing
+    a reset) unless its own result is worse; a GPU skipped for having nothing readable gets that result too."""
+    by_index = dict((result[1].get("index"), position) for position, result in enumerate(results))
+    out = list(results)
+    for gpu in gpus:
+        found = _unreadable_in(gpu, fields)
+        if not found:
+            continue
+        broken = _unreadable_result(gpu, found)
+        position = by_index.get(gpu["index"])
+        if position is None:
+            out.append(broken)
+            continue
+        status, detail, phrase = out[position]
+        if status == SKIP:
+            continue  # a vGPU guest's placeholders: nothing here is a reading
+        if severity(status) >= severity(broken[0]):
+            detail["unreadable"] = dict(found)
+            out[position] = (status, detail, "%s; also %s" % (phrase, _describe(found)))
+        else:
+            merged = dict(detail)
+            merged.update(broken[1])
+            out[position] = (broken[0], merged, broken[2])
+    return out
+
+
+def _vgpu(gpu: Mapping[str, Any]) -> bool:
+    """A vGPU guest: nvidia-smi shows placeholders (0 C, 0 MHz) where the host's readings would be."""
+    return (gpu.get("virtualization_mode") or "").strip().lower() in ("vgpu", "vsga")
+
+
+def _vgpu_skip(gpu: Mapping[str, Any]) -> "GpuResult":
+    return SKIP, _detail(gpu, virtualization_mode=gpu.get("virtualization_mode")), \
+        "vGPU guest (virtualization mode %s): its values are placeholders, judge them on the host" % gpu.get(
+            "virtualization_mode")
 
 
 def _detail(gpu: Mapping[str, Any], **values: Any) -> dict[str, Any]:
@@ -83,11 +200,19 @@ def _verdict(results: Sequence[GpuResult], pass_message: str, remediation: Union
     remediation is a string, or a dict per status. Details list the GPUs that are not PASS,
     or every judged GPU when all pass.
     """
+    skipped = [r for r in results if r[0] == SKIP]
+    for result_status, detail, phrase in skipped:
+        detail.update(status=result_status, problem=phrase)
+    results = [r for r in results if r[0] != SKIP]
     if not results:
-        return finding(SKIP, skip_message or "no GPU reports what this check reads")
-    bad = [r for r in results if r[0] in (WARN, FAIL)]
+        if skipped:
+            named = "; ".join("%s: %s" % (_label(result[1]), result[2]) for result in skipped[:3])
+            more = " (and %d more)" % (len(skipped) - 3) if len(skipped) > 3 else ""
+            return finding(SKIP, named + more, details={"gpus": [result[1] for result in skipped]})
+        return finding(SKIP, "nothing readable: %s" % (skip_message or "no GPU reports what this check reads"))
+    bad = [r for r in results if r[0] in (WARN, FAIL, ERROR)]
     if not bad:
-        return finding(PASS, pass_message, details={"gpus": [result[1] for result in results]})
+        return finding(PASS, pass_message, details={"gpus": [result[1] for result in results + skipped]})
     status = worst(r[0] for r in bad)
     top = [r for r in bad if r[0] == status]
     named = "; ".join("%s: %s" % (_label(result[1]), result[2]) for result in top[:3])
@@ -96,6 +221,10 @@ def _verdict(results: Sequence[GpuResult], pass_message: str, remediation: Union
     for result_status, detail, phrase in bad:
         detail.update(status=result_status, problem=phrase)
     advice = remediation.get(status) if isinstance(remediation, dict) else remediation
+    unreadable = [r[1]["unreadable"] for r in top if r[1].get("unreadable")]
+    if unreadable:
+        lost = any(is_lost(raw) for found in unreadable for raw in found.values())
+        advice = " ".join(OrderedDict.fromkeys(a for a in (LOST_ADVICE if lost else UNREADABLE_ADVICE, advice) if a))
     return finding(status, prefix + named + more, details={"gpus": [result[1] for result in bad]}, remediation=advice)
 
 
@@ -444,7 +573,11 @@ def persistence_mode(probes: Probes, expect: Expect) -> Finding:
     WARN for GPUs with persistence mode Disabled: the driver tears the GPU state down whenever
     the last process exits, so every job start pays seconds of re-initialisation and settings
     such as application clocks are lost. PASS when enabled, or when `persistence_mode: disabled`
-    says off is intended; SKIP where the driver does not report it.
+    says off is intended; SKIP where the driver does not report it. Unreadable values among what
+    it reads (an NVML error string such as Unknown Error, text where a number belongs, a number
+    out of range) are an ERROR naming the GPU and field, a FAIL with a reset/reboot remediation
+    when they say the GPU is lost or requires a reset; a GPU with nothing readable is not
+    judged, and SKIP says "nothing readable" when no GPU is.
 
     Remediation: run the nvidia-persistenced service (`systemctl enable --now nvidia-persistenced`)
     or `nvidia-smi -pm 1`.
@@ -453,14 +586,15 @@ def persistence_mode(probes: Probes, expect: Expect) -> Finding:
     if bad:
         return bad
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
         mode = _mode(gpu["persistence_mode"])
         if mode is None:
             continue
         off = mode == "disabled" and wanted != "disabled"
         results.append((WARN if off else PASS, _detail(gpu, persistence_mode=mode), "persistence mode is off"))
     accepted = " (disabled accepted by expect.persistence_mode)" if wanted == "disabled" else ""
-    return _verdict(results, "persistence mode as intended on %d GPU(s)%s" % (len(results), accepted),
+    return _verdict(_with_unreadable(results, gpus, _READS_PERSISTENCE_MODE), "persistence mode as intended on %d GPU(s)%s" % (len(results), accepted),
                     "Enable it at boot: `systemctl enable --now nvidia-persistenced` (or `nvidia-smi -pm 1`, or the "
                     "continuum.hydra.gpu_settings role with gpu_settings_persistence_mode).",
                     skip_message="no GPU reports a persistence mode")
@@ -472,8 +606,12 @@ def ecc_mode(probes: Probes, expect: Expect) -> Finding:
 
     WARN when pending differs from current (a GPU reset or reboot is needed to apply it); FAIL
     when the current mode differs from the expected one (or the GPU has no ECC where enabled is
-    expected), unless the pending mode fixes it (then WARN). PASS otherwise (informational without
-    an expectation); SKIP when no GPU supports ECC.
+    expected), unless the pending mode fixes it (then WARN). PASS otherwise (informational
+    without an expectation); SKIP when no GPU supports ECC. Unreadable values among what it
+    reads (an NVML error string such as Unknown Error, text where a number belongs, a number out
+    of range) are an ERROR naming the GPU and field, a FAIL with a reset/reboot remediation when
+    they say the GPU is lost or requires a reset; a GPU with nothing readable is not judged, and
+    SKIP says "nothing readable" when no GPU is.
 
     Remediation: `nvidia-smi -e 1 -i <index>` (or `-e 0`), then reset the GPU or reboot.
     """
@@ -481,7 +619,8 @@ def ecc_mode(probes: Probes, expect: Expect) -> Finding:
     if bad:
         return bad
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
         current, pending = _mode(gpu["ecc"]["current"]), _mode(gpu["ecc"]["pending"])
         detail = _detail(gpu, current=current, pending=pending, expected=wanted)
         if current is None:
@@ -498,7 +637,7 @@ def ecc_mode(probes: Probes, expect: Expect) -> Finding:
     modes = Counter(result[1]["current"] for result in results if result[1]["current"])
     summary = ", ".join("%s on %d" % (mode, count) for mode, count in sorted(modes.items()))
     target = "ECC %s" % wanted if wanted else "ECC mode set"
-    return _verdict(results, "ECC %s GPU(s)%s" % (summary, "" if wanted else " (no ecc_mode expected)"),
+    return _verdict(_with_unreadable(results, gpus, _READS_ECC_MODE), "ECC %s GPU(s)%s" % (summary, "" if wanted else " (no ecc_mode expected)"),
                     {FAIL: "Set %s with `nvidia-smi -e %d -i <index>`, then reset the GPU or reboot." % (
                         target, 1 if wanted == "enabled" else 0),
                      WARN: "Reset the GPU (`nvidia-smi -r -i <index>`) or reboot to apply the pending ECC mode."},
@@ -512,7 +651,11 @@ def mig_mode(probes: Probes, expect: Expect) -> Finding:
     WARN when pending differs from current (a GPU reset is needed); FAIL when the current mode
     differs from the expected one (WARN when the pending mode fixes it) or when MIG is expected
     on a GPU without MIG. PASS otherwise (informational without an expectation); SKIP when no
-    GPU supports MIG.
+    GPU supports MIG. Unreadable values among what it reads (an NVML error string such as
+    Unknown Error, text where a number belongs, a number out of range) are an ERROR naming the
+    GPU and field, a FAIL with a reset/reboot remediation when they say the GPU is lost or
+    requires a reset; a GPU with nothing readable is not judged, and SKIP says "nothing
+    readable" when no GPU is.
 
     Remediation: `nvidia-smi -mig 1 -i <index>` (or `-mig 0`), then reset the GPU.
     """
@@ -520,7 +663,8 @@ def mig_mode(probes: Probes, expect: Expect) -> Finding:
     if bad:
         return bad
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
         current, pending = _mode(gpu["mig"]["current"]), _mode(gpu["mig"]["pending"])
         detail = _detail(gpu, current=current, pending=pending, instances=gpu["mig"]["instances"], expected=wanted)
         if current is None:
@@ -535,7 +679,7 @@ def mig_mode(probes: Probes, expect: Expect) -> Finding:
         else:
             results.append((PASS, detail, "MIG %s" % current))
     enabled = [result[1] for result in results if result[1]["current"] == "enabled"]
-    return _verdict(results, "MIG enabled on %d of %d capable GPU(s) (%d instances)%s" % (
+    return _verdict(_with_unreadable(results, gpus, _READS_MIG), "MIG enabled on %d of %d capable GPU(s) (%d instances)%s" % (
         len(enabled), len(results), sum(d["instances"] for d in enabled), "" if wanted else "; no mig_mode expected"),
         {FAIL: "Set the MIG mode with `nvidia-smi -mig %d -i <index>`, then reset the GPU." % (1 if wanted == "enabled" else 0),
          WARN: "Reset the GPU (`nvidia-smi -r -i <index>`) to apply the pending MIG mode."},
@@ -549,11 +693,16 @@ def mig_mode(probes: Probes, expect: Expect) -> Finding:
 def ecc_errors(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's volatile (since driver load) and aggregate (lifetime) ECC counters, DRAM and SRAM.
 
-    FAIL when an uncorrectable error is counted since the driver loaded (volatile, DRAM or SRAM);
-    WARN when only the lifetime (aggregate) count has uncorrectable errors (an old event the
-    memory may have remapped: gpu.row_remap judges whether it did), when volatile correctable
-    errors exceed `ecc_correctable_warn` (default 100) or when the SRAM error threshold is
-    exceeded; PASS otherwise; SKIP when no GPU has ECC counters (ECC off or unsupported).
+    FAIL when an uncorrectable error is counted since the driver loaded (volatile, DRAM or
+    SRAM); WARN when only the lifetime (aggregate) count has uncorrectable errors (an old event
+    the memory may have remapped: gpu.row_remap judges whether it did), when volatile
+    correctable errors exceed `ecc_correctable_warn` (default 100) or when the SRAM error
+    threshold is exceeded; PASS otherwise; SKIP when no GPU has ECC counters (ECC off or
+    unsupported). Unreadable values among what it reads (an NVML error string such as Unknown
+    Error, text where a number belongs, a number out of range) are an ERROR naming the GPU and
+    field, a FAIL with a reset/reboot remediation when they say the GPU is lost or requires a
+    reset; a GPU with nothing readable is not judged, and SKIP says "nothing readable" when no
+    GPU is.
 
     Remediation: drain the node, reset the GPU and re-check; replace the GPU when uncorrectable
     errors recur. A lifetime count alone: check gpu.row_remap, then clear the counters with
@@ -561,7 +710,8 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
     """
     threshold = _expect.get(expect, ECC_CORRECTABLE_WARN)
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
         volatile, aggregate = gpu["ecc"]["volatile"], gpu["ecc"]["aggregate"]
         if volatile["correctable"] is None and volatile["uncorrectable"] is None and aggregate["uncorrectable"] is None:
             continue
@@ -579,7 +729,7 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "SRAM correctable error threshold exceeded"))
         else:
             results.append((PASS, detail, "no uncorrectable errors"))
-    return _verdict(results, "no uncorrectable ECC errors on %d GPU(s)" % len(results),
+    return _verdict(_with_unreadable(results, gpus, _READS_ECC_ERRORS), "no uncorrectable ECC errors on %d GPU(s)" % len(results),
                     {FAIL: RESET_OR_DRAIN + "; replace the GPU if uncorrectable errors recur.",
                      WARN: "Watch the GPU: check gpu.row_remap, reset it at the next maintenance window and replace it "
                            "if errors recur; clear a reviewed lifetime count with nvidia-smi -p 1."},
@@ -609,15 +759,23 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
     Retired pages: WARN when a retirement is pending; FAIL when pages retired for double-bit
     errors reach `retired_pages_dbe_fail` (default 15, DCGM's soft limit) or all retired pages
     reach 60 (DCGM's limit). SKIP where neither is reported (GeForce boards; MIG-enabled GPUs do
-    not report remapping).
+    not report remapping). Unreadable values among what it reads (an NVML error string such as
+    Unknown Error, text where a number belongs, a number out of range) are an ERROR naming the
+    GPU and field, a FAIL with a reset/reboot remediation when they say the GPU is lost or
+    requires a reset; a GPU with nothing readable is not judged, and SKIP says "nothing
+    readable" when no GPU is.
 
     Remediation: reset the GPU to apply pending remaps/retirements; replace a GPU with a remap
     failure or too many retired pages.
     """
     unc_warn, dbe_fail = _expect.get(expect, ROW_REMAP_UNC_WARN), _expect.get(expect, RETIRED_DBE_FAIL)
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
         remap, retired = gpu["remapped_rows"], gpu["retired_pages"]
+        if remap is not None and all(remap[key] is None for key in ("correctable", "uncorrectable", "pending", "failure")) \
+                and all(value is None for value in remap["histogram"].values()):
+            remap = None  # the structure is there but nothing in it is readable
         if remap is not None:
             detail = _detail(gpu, remapped_rows=remap)
             exhausted = remap["histogram"].get("none") or 0
@@ -641,7 +799,7 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
             else:
                 results.append((PASS, detail, "%d pages retired" % total))
     mig = any(_mode(g["mig"]["current"]) == "enabled" and g["remapped_rows"] is None for g in _gpus(probes))
-    return _verdict(results, "no pending or failed row remap / page retirement on %d GPU(s)" % len(results),
+    return _verdict(_with_unreadable(results, gpus, _READS_ROW_REMAP), "no pending or failed row remap / page retirement on %d GPU(s)" % len(results),
                     {FAIL: "Drain the node and replace the GPU (remapping failed or retired pages at the limit).",
                      WARN: RESET_OR_DRAIN + " to apply a pending remap or retirement; replace the GPU when spare rows "
                                             "run out or remaps keep growing."},
@@ -649,11 +807,145 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
                         " (not reported while MIG is enabled)" if mig else ""))
 
 
+# nvidia-smi's gpu_recovery_action (DTD v13, NVML nvmlGpuRecoveryAction_t) -> what to do.
+_RECOVERY_ADVICE = OrderedDict((
+    ("reset", "Drain the GPU's jobs, then reset it (`nvidia-smi -r -i <index>` with no processes on it) or reboot."),
+    ("reboot", "Drain the node and reboot it: the driver says only a reboot recovers this GPU."),
+    ("drain p2p", "Drain the node's peer-to-peer (NVLink/P2P) work: stop the jobs using this GPU's NVLinks, then "
+                  "re-check; reset the GPU if the action stays."),
+    ("drain and reset", "Drain the node, then reset the GPU (`nvidia-smi -r -i <index>` with no processes on it) or "
+                        "reboot."),
+))
+_READS_RECOVERY_ACTION = ("recovery",)
+
+
+@check("gpu.recovery_action", "Recovery action the driver asks for", requires=("nvidia_smi",))
+def recovery_action(probes: Probes, expect: Expect) -> Finding:
+    """Reads each GPU's `gpu_recovery_action` (driver 570+: None, Reset, Reboot, Drain P2P, Drain and Reset),
+    `gpu_reset_status` (reset required, drain and reset recommended: Yes/No) and every value nvidia-smi
+    could not read.
+
+    FAIL when the recovery action is anything but None, when a reset is required or a drain and reset
+    recommended, or when any value of the GPU reads "GPU is lost" / "GPU requires reset": the remediation
+    is the action the driver names. ERROR when the recovery fields themselves are unreadable. PASS when
+    they read None / No; SKIP ("nothing readable") where the driver reports neither field (older drivers).
+
+    Remediation: what the driver asks: reset the GPU (`nvidia-smi -r -i <index>`), reboot the node, drain
+    P2P work, or drain and reset; a lost GPU needs a reset, reboot or power-cycle.
+    """
+    results: list[GpuResult] = []
+    advice: list[str] = []
+    gpus = _gpus(probes)
+    for gpu in gpus:
+        recovery = gpu["recovery"]
+        action = (recovery["action"] or "").strip()
+        lost = OrderedDict((path, raw) for path, raw in sorted((gpu.get("unreadable") or {}).items()) if is_lost(raw))
+        detail = _detail(gpu, recovery_action=recovery["action"], reset_required=recovery["reset_required"],
+                         drain_and_reset_recommended=recovery["drain_and_reset_recommended"])
+        if action and action.lower() != "none":
+            advice.append(_RECOVERY_ADVICE.get(action.lower(), "Follow the driver's recovery action %r (NVIDIA's "
+                                                               "nvidia-smi documentation), then re-check." % action))
+            results.append((FAIL, detail, "the driver asks for recovery action %s" % action))
+        elif recovery["drain_and_reset_recommended"]:
+            advice.append(_RECOVERY_ADVICE["drain and reset"])
+            results.append((FAIL, detail, "drain and reset recommended"))
+        elif recovery["reset_required"]:
+            advice.append(_RECOVERY_ADVICE["reset"])
+            results.append((FAIL, detail, "GPU reset required"))
+        elif lost:
+            detail["unreadable"] = dict(lost)
+            results.append((FAIL, detail, "GPU lost or needing a reset: %s" % _describe(lost)))
+        elif action or recovery["reset_required"] is not None or recovery["drain_and_reset_recommended"] is not None:
+            results.append((PASS, detail, "no recovery action"))
+    status_advice = " ".join(OrderedDict.fromkeys(advice)) or None
+    return _verdict(_with_unreadable(results, gpus, _READS_RECOVERY_ACTION), "no recovery action asked for on %d GPU(s)" % len(results),
+                    {FAIL: status_advice or LOST_ADVICE},
+                    skip_message="no GPU reports a recovery action or reset status (driver older than 535?)")
+
+
 def _xid_info(code: int) -> dict[str, Any]:
     mnemonic, action = xid_table.XID_CATALOG.get(code, (None, None))
     severity = xid_table.SEVERITY_OVERRIDES.get(code) or xid_table.SEVERITY_BY_ACTION.get(action or "") or xid_table.WARNING
     return {"mnemonic": mnemonic, "nvidia_action": action, "severity": severity,
             "description": xid_table.DESCRIPTIONS.get(code) or mnemonic or "not in NVIDIA's XID catalogue"}
+
+
+_SEVERITY_RANK = {xid_table.INFO: 0, xid_table.WARNING: 1, xid_table.CRITICAL: 2}
+
+
+def _log_gpu(pci: Optional[str], by_pci: Mapping[Optional[str], Any], uuids: Mapping[str, str]) -> dict[str, Any]:
+    """The GPU a kernel-log line names: nvidia-smi's record, else its address and the UUID the log maps to it."""
+    gpu = by_pci.get(pci) if pci else None
+    if gpu:
+        return gpu_ref(gpu)
+    return {"index": None, "pci_bus_id": pci, "uuid": uuids.get(pci) if pci else None, "name": None}
+
+
+def _times(group: Mapping[str, Any]) -> dict[str, Any]:
+    return {"count": group["count"], "first_seen": group["first_seen"], "last_seen": group["last_seen"],
+            "last_message": group["last_message"]}
+
+
+def _xid_entry(group: Mapping[str, Any], by_pci: Mapping[Optional[str], Any], uuids: Mapping[str, str],
+               counts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One (address, code) of the window, graded; an Xid 45 naming an absent cause is graded as that cause."""
+    entry = dict(_log_gpu(group["pci"], by_pci, uuids), xid=group["code"], **_times(group))
+    entry.update(_xid_info(group["code"]))
+    causes = sorted(int(code) for code in (group.get("caused_by") or {}))
+    if group["code"] in xid_table.LINKED_BY_CAUSE and causes:
+        entry["caused_by"] = causes
+        present = set(other["code"] for other in counts if other["pci"] == group["pci"])
+        absent = [(code, _xid_info(code)) for code in causes if code not in present]
+        if absent:
+            code, info = max(absent, key=lambda item: _SEVERITY_RANK[item[1]["severity"]])
+            entry.update(graded_as=code, severity=info["severity"], nvidia_action=info["nvidia_action"],
+                         description="%s, caused by XID %d (%s), which is not itself in the window" % (
+                             entry["description"], code, info["description"]))
+    return entry
+
+
+def _loss_entry(group: Mapping[str, Any], by_pci: Mapping[Optional[str], Any], uuids: Mapping[str, str]) -> dict[str, Any]:
+    """A GPU lost without an Xid line: always critical."""
+    description, action = xid_table.LOSS_CATALOG[group["kind"]]
+    entry = dict(_log_gpu(group["pci"], by_pci, uuids), xid=None, loss=group["kind"], driver_instance=group.get("instance"),
+                 **_times(group))
+    entry.update(mnemonic=None, nvidia_action=action, severity=xid_table.CRITICAL, description=description)
+    return entry
+
+
+def _sxid_entry(group: Mapping[str, Any]) -> dict[str, Any]:
+    """An NVSwitch SXid (address, code): fatal from the line's own word, else from the SXid table."""
+    name, table_fatal = xid_table.SXID_CATALOG.get(group["code"], (None, None))
+    fatal = group.get("fatal")
+    fatal = table_fatal if fatal is None else fatal
+    return dict(nvswitch=group.get("device") or group["address"], pci_bus_id=group["address"],
+                device_name="nvidia-nvswitch%s" % group.get("switch", "?"), sxid=group["code"], fatal=fatal,
+                description=name or "SXid %d" % group["code"],
+                nvidia_action="NVSWITCH_FATAL" if fatal else "NVSWITCH_NON_FATAL",
+                severity=xid_table.CRITICAL if fatal else xid_table.WARNING, **_times(group))
+
+
+def _event_label(entry: Mapping[str, Any]) -> str:
+    """How a kernel-log finding names its device: GPU index, else address (+ UUID), else the driver's GPU number."""
+    if entry.get("nvswitch"):
+        return "NVSwitch %s (%s)" % (entry["nvswitch"], entry["device_name"])
+    if entry.get("index") is None and entry.get("pci_bus_id") is None:
+        if entry.get("driver_instance"):
+            return "%s (the driver's GPU number; the line names no PCI address)" % entry["driver_instance"]
+        return "a GPU the line does not name"
+    label = _label(entry)
+    if entry.get("index") is None and entry.get("uuid"):
+        label += " (%s)" % entry["uuid"]
+    return label
+
+
+def _event_phrase(entry: Mapping[str, Any]) -> str:
+    if entry.get("nvswitch"):
+        return "SXid %d (%s, %s) x%d on %s" % (entry["sxid"], entry["description"],
+                                               "fatal" if entry["fatal"] else "non-fatal", entry["count"], _event_label(entry))
+    if entry.get("loss"):
+        return "%s x%d on %s" % (entry["description"], entry["count"], _event_label(entry))
+    return "XID %d (%s) x%d on %s" % (entry["xid"], entry["description"], entry["count"], _event_label(entry))
 
 
 _ACTION_ADVICE = OrderedDict((
@@ -667,60 +959,75 @@ _ACTION_ADVICE = OrderedDict((
     ("UPDATE_SWFW", "update the driver and firmware"),
     ("CHECK_UVM", "check the nvidia-uvm module"),
     ("UNEXPECTED_ERR_REPORT_ISSUE", "collect `nvidia-bug-report.sh` and report it to NVIDIA"),
+    ("NVSWITCH_FATAL", "reboot the node to reset the NVSwitches and GPUs, then check gpu.fabric_manager"),
+    ("NVSWITCH_NON_FATAL", "watch the NVSwitch; collect `nvidia-bug-report.sh` if the SXid repeats"),
 ))
 
 
 @check("gpu.xid_errors", "XID errors in the kernel log", requires=("kernel_log",), uses=("nvidia_smi",))
 def xid_errors(probes: Probes, expect: Expect) -> Finding:
-    """Reads the NVRM Xid lines of the kernel log within `xid_window_hours` (default 24) and maps each PCI address to its GPU.
+    """Reads the kernel log within `xid_window_hours` (default 24): NVRM Xid lines, GPU loss without an Xid, NVSwitch SXids.
 
-    Each code is graded from NVIDIA's XID catalogue (kept as data in xid_table.py, with its
-    source): critical (NVIDIA says reset the GPU or reboot: 48 DBE, 64, 74 NVLink, 79 fallen off
-    the bus, 95 uncontained ECC, 119/120 GSP, ...) is a FAIL; warning (63 row remap recorded,
-    92 high single-bit ECC rate, 94 contained ECC, codes NVIDIA asks to report, unknown codes) a
-    WARN; application faults and benign codes (13, 31, 43, 45, ...) are listed but PASS. Repeats
-    of one code on one GPU are counted once. SKIP on a host with no NVIDIA driver and no XID.
-    A repaired GPU keeps failing until its XIDs age out of the window.
+    Every event in the window is counted per (GPU address, code), so an application Xid storm never
+    hides a fatal Xid; details list each (address, code) with its count, first and last time, and the
+    probe lists only a sample of the events (`xids_dropped` says how many it left out). Each GPU is
+    named by its nvidia-smi index, else by its PCI address and the UUID the log maps to it.
 
-    Remediation: drain the node and follow NVIDIA's action for each code (power-cycle for 79,
-    GPU reset for most others); run nvidia-bug-report.sh before a reset when NVIDIA support is involved.
+    Xid codes are graded from NVIDIA's XID catalogue ("Analyzing Xid Errors with the Xid Catalog",
+    https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, "Resolution Bucket (Immediate
+    Action)", kept as data in xid_table.py): critical (reset the GPU or reboot: 48 DBE, 64, 74 NVLink, 79
+    fallen off the bus, 95 uncontained ECC, 119/120 GSP, ...) is a FAIL; warning (63 row remap recorded,
+    92 high single-bit ECC rate, 94 contained ECC, codes NVIDIA asks to report, unknown codes) a WARN;
+    application faults and benign codes (13, 31, 43, 45, ...) are listed but PASS. An Xid 45 that names its
+    cause ("caused by previous Xid 149") is graded as that Xid when that Xid is not itself in the window.
+
+    A GPU lost without an Xid line is a FAIL naming its PCI address: "GPU has fallen off the bus" (one-line
+    and three-line forms), `RmInitAdapter failed!` (0x62: GSP firmware), `NV_ERR_RESET_REQUIRED`, the GSP
+    timeout banner; a line naming only the driver's GPU number (GPU6) is named by that number.
+
+    NVSwitch SXid lines are graded by their own Fatal / Non-fatal word (FAIL / WARN) and, for lines without
+    it, by the SXid table in xid_table.py (NVIDIA Fabric Manager User Guide, DU-09883-001, "NVSwitch SXid
+    Errors", https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html), naming the
+    NVSwitch PCI address. SKIP on a host with no NVIDIA driver and nothing in the log. A repaired GPU keeps
+    failing until its events age out of the window.
+
+    Remediation: drain the node and follow NVIDIA's action for each code (power-cycle for 79 and a GPU
+    fallen off the bus, GPU reset or reboot for most others, reboot for a fatal SXid); run
+    nvidia-bug-report.sh before a reset when NVIDIA support is involved.
     """
     log = probes["kernel_log"]["data"]
     smi = probes["nvidia_smi"]
     window = "last %d h" % log["window_hours"] if log["window_applied"] else "log since boot"
-    if not log["xids"]:
+    counts = log.get("xid_counts") or []
+    losses, sxids = log.get("gpu_losses") or [], log.get("sxid_counts") or []
+    if not (counts or losses or sxids):
         if smi["status"] == READ_ABSENT:
             return finding(SKIP, "no XID in the kernel log (%s) and no NVIDIA driver: %s" % (window, smi["reason"]))
         return finding(PASS, "no XID in the kernel log (%s, from %s)" % (window, log["source"]),
                        {"source": log["source"], "window_hours": log["window_hours"]})
     by_pci = dict((pci_key(g["pci_bus_id"]), g) for g in (smi["data"]["gpus"] if smi["status"] == READ_OK else []))
-    groups = OrderedDict()
-    for event in log["xids"]:
-        key = (event["pci"], event["code"])
-        if key not in groups:
-            gpu = by_pci.get(event["pci"])
-            ref = gpu_ref(gpu) if gpu else {"index": None, "pci_bus_id": event["pci"],
-                                            "uuid": log["gpu_uuids"].get(event["pci"]), "name": None}
-            groups[key] = dict(ref, xid=event["code"], count=0, first_seen=event["timestamp"], **_xid_info(event["code"]))
-        group = groups[key]
-        group.update(count=group["count"] + 1, last_seen=event["timestamp"], last_message=event["message"])
-    entries = list(groups.values())
+    entries = [_xid_entry(group, by_pci, log["gpu_uuids"], counts) for group in counts]
+    seen = set((group["pci"], group["code"]) for group in counts)
+    entries += [_loss_entry(group, by_pci, log["gpu_uuids"]) for group in losses
+                if not (group["kind"] == "fallen_off_bus" and (group["pci"], 79) in seen)]
+    switches = [_sxid_entry(group) for group in sxids]
     severities = {xid_table.CRITICAL: FAIL, xid_table.WARNING: WARN, xid_table.INFO: PASS}
-    status = worst(severities[e["severity"]] for e in entries)
+    status = worst(severities[e["severity"]] for e in entries + switches)
     details = {"source": log["source"], "window_hours": log["window_hours"], "window_applied": log["window_applied"],
-               "gpus": entries, "xids_dropped": log["xids_dropped"]}
+               "gpus": entries, "nvswitches": switches, "xids_total": log.get("xids_total"),
+               "xids_dropped": log["xids_dropped"]}
     if status == PASS:
         codes: Counter[int] = Counter()
         for entry in entries:
             codes[entry["xid"]] += entry["count"]
         return finding(PASS, "no hardware XID (%s); %d application-level XID(s) listed: %s" % (
             window, sum(codes.values()), ", ".join("%d x%d" % item for item in sorted(codes.items()))), details)
-    top = [e for e in entries if severities[e["severity"]] == status]
-    message = "; ".join("XID %d (%s) x%d on %s" % (e["xid"], e["description"], e["count"], _label(e)) for e in top[:3])
+    top = [e for e in entries + switches if severities[e["severity"]] == status]
+    message = "; ".join(_event_phrase(e) for e in top[:3])
     more = " (and %d more)" % (len(top) - 3) if len(top) > 3 else ""
     actions = list(OrderedDict.fromkeys(
         advice for action, advice in _ACTION_ADVICE.items() if any(e["nvidia_action"] == action for e in top)))
-    remediation = "Drain the node, then %s; XIDs stay in this check until they age out of the %d h window." % (
+    remediation = "Drain the node, then %s; events stay in this check until they age out of the %d h window." % (
         "; ".join(actions) or "investigate the codes in NVIDIA's XID catalogue", log["window_hours"])
     return finding(status, "%s%s (%s)" % (message, more, window), details, remediation=remediation)
 
@@ -734,13 +1041,18 @@ def pcie_link(probes: Probes, expect: Expect) -> Finding:
     slot may be narrower than the card (the healthy T4 and A10G recordings show x8 of x16). A
     lowered generation on an idle GPU is power saving and passes; under load it is a FAIL. With
     `pcie_width` / `pcie_gen` expected, those are the targets instead of the GPU's maxima.
+    Unreadable values among what it reads (an NVML error string such as Unknown Error, text
+    where a number belongs, a number out of range) are an ERROR naming the GPU and field, a FAIL
+    with a reset/reboot remediation when they say the GPU is lost or requires a reset; a GPU
+    with nothing readable is not judged, and SKIP says "nothing readable" when no GPU is.
 
     Remediation: reseat the GPU or riser and check the slot; set hydra_expect.pcie_width when the
     slot is narrower by design.
     """
     want_width, want_gen = _expect.get(expect, PCIE_WIDTH), _expect.get(expect, PCIE_GEN)
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
         link = gpu["pcie"]
         width, gen = link["width_current"], link["gen_current"]
         target_width = want_width or link["width_max"]
@@ -762,7 +1074,8 @@ def pcie_link(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "x%s of x%s at idle: re-check under load" % (width, target_width)))
         else:
             results.append((PASS, detail, "x%s gen %s" % (width, gen)))
-    return _verdict(results, "PCIe links at full width on %d GPU(s) (generation judged under load only)" % len(results),
+    return _verdict(_with_unreadable(results, gpus, _READS_PCIE_LINK),
+                    "PCIe links at full width on %d GPU(s) (generation judged under load only)" % len(results),
                     {FAIL: "Reseat the GPU or riser and check the slot; if the slot is narrower by design set "
                            "hydra_expect.pcie_width (or pcie_gen).",
                      WARN: "Re-run doctor while the GPU is busy; if the link stays narrow, reseat the card, or set "
@@ -774,14 +1087,19 @@ def pcie_link(probes: Probes, expect: Expect) -> Finding:
 def pcie_replay(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's PCIe replay counter and replay rollover counter (since driver load).
 
-    WARN when replays exceed `pcie_replay_warn` (default 100) or the counter rolled over: the link
-    retransmits corrupted packets (signal integrity: riser, slot, cable). PASS otherwise.
+    WARN when replays exceed `pcie_replay_warn` (default 100) or the counter rolled over: the
+    link retransmits corrupted packets (signal integrity: riser, slot, cable). PASS otherwise.
+    Unreadable values among what it reads (an NVML error string such as Unknown Error, text
+    where a number belongs, a number out of range) are an ERROR naming the GPU and field, a FAIL
+    with a reset/reboot remediation when they say the GPU is lost or requires a reset; a GPU
+    with nothing readable is not judged, and SKIP says "nothing readable" when no GPU is.
 
     Remediation: reseat the GPU, riser or retimer cable; compare with the other GPUs of the host.
     """
     threshold = _expect.get(expect, PCIE_REPLAY_WARN)
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
         replays, rollovers = gpu["pcie"]["replay_counter"], gpu["pcie"]["replay_rollover_counter"]
         if replays is None:
             continue
@@ -792,7 +1110,7 @@ def pcie_replay(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "%d PCIe replays (over %d)" % (replays, threshold)))
         else:
             results.append((PASS, detail, "%d PCIe replays" % replays))
-    return _verdict(results, "PCIe replays within %d on %d GPU(s)" % (threshold, len(results)),
+    return _verdict(_with_unreadable(results, gpus, _READS_PCIE_REPLAY), "PCIe replays within %d on %d GPU(s)" % (threshold, len(results)),
                     "Reseat the GPU, riser or cable; a rising replay count means a marginal link.",
                     skip_message="no GPU reports PCIe replays")
 
@@ -810,17 +1128,22 @@ def clock_throttle_reasons(probes: Probes, expect: Expect) -> Finding:
     at its power limit under load is normal). Thermal slowdown (hardware or software) is a WARN:
     the usual cause is airflow or ambient temperature and it recovers when cooled. HW power
     brake, and HW slowdown not explained by a thermal reason, are a FAIL: they are asserted by
-    the board or the system power supply, cut clocks by half or more and point at power delivery.
-    SKIP when no reason is reported.
+    the board or the system power supply, cut clocks by half or more and point at power
+    delivery. SKIP when no reason is reported. Unreadable values among what it reads (an NVML
+    error string such as Unknown Error, text where a number belongs, a number out of range) are
+    an ERROR naming the GPU and field, a FAIL with a reset/reboot remediation when they say the
+    GPU is lost or requires a reset; a GPU with nothing readable is not judged, and SKIP says
+    "nothing readable" when no GPU is.
 
     Remediation: thermal: check fans, airflow and inlet temperature; power brake / HW slowdown:
     check the PSUs and power cabling, then reset the GPU.
     """
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
         reasons = gpu["clock_event_reasons"]
-        if not reasons:
-            continue
+        if all(on is None for on in reasons.values()):
+            continue  # nothing readable: not judged
         active = sorted(reason for reason, on in reasons.items() if on)
         detail = _detail(gpu, active_reasons=active)
         thermal = [r for r in active if r in _THERMAL_REASONS]
@@ -831,7 +1154,7 @@ def clock_throttle_reasons(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "thermal slowdown active (%s)" % ", ".join(thermal)))
         else:
             results.append((PASS, detail, ", ".join(active) or "none active"))
-    return _verdict(results, "no harmful clock throttle reason active on %d GPU(s)" % len(results),
+    return _verdict(_with_unreadable(results, gpus, _READS_CLOCK_THROTTLE_REASONS), "no harmful clock throttle reason active on %d GPU(s)" % len(results),
                     {FAIL: "Check the power supplies and GPU power cabling (power brake / HW slowdown), then reset the GPU.",
                      WARN: "Check fans, airflow and inlet temperature; see gpu.temperature."},
                     skip_message="no GPU reports clock event reasons")
@@ -852,15 +1175,24 @@ def temperature(probes: Probes, expect: Expect) -> Finding:
 
     FAIL at or past the slowdown threshold (the hardware is cutting clocks); WARN at or past the
     maximum operating temperature, within 5 C of slowdown when no operating limit is reported,
-    with memory at or past its maximum, or at or above `temperature_warn_c` when expected.
-    PASS otherwise; SKIP when no temperature is reported.
+    with memory at or past its maximum, or at or above `temperature_warn_c` when expected. PASS
+    otherwise; SKIP when no temperature is reported. Unreadable values among what it reads (an
+    NVML error string such as Unknown Error, text where a number belongs, a number out of range)
+    are an ERROR naming the GPU and field, a FAIL with a reset/reboot remediation when they say
+    the GPU is lost or requires a reset; a GPU with nothing readable is not judged, and SKIP
+    says "nothing readable" when no GPU is. GPUs of a vGPU guest (virtualization mode VGPU) are
+    SKIP: their values are placeholders (0 C, 0 MHz).
 
     Remediation: check fans, airflow, blanking panels and inlet temperature; move load off the GPU
     until it cools.
     """
     warn_at = _expect.get(expect, TEMPERATURE_WARN)
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
+        if _vgpu(gpu):
+            results.append(_vgpu_skip(gpu))
+            continue
         temp = gpu["temperature"]
         if temp["gpu_c"] is None and temp["tlimit_c"] is None:
             continue
@@ -881,7 +1213,7 @@ def temperature(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "%s, at or above temperature_warn_c %s" % (shown, warn_at)))
         else:
             results.append((PASS, detail, shown))
-    return _verdict(results, "temperatures below their limits on %d GPU(s)" % len(results),
+    return _verdict(_with_unreadable(results, gpus, _READS_TEMPERATURE), "temperatures below their limits on %d GPU(s)" % len(results),
                     "Check fans, airflow, blanking panels and inlet temperature; move load off the GPU until it cools.",
                     skip_message="no GPU reports a temperature")
 
@@ -893,12 +1225,22 @@ def power(probes: Probes, expect: Expect) -> Finding:
     WARN "power capped" when the enforced limit is below the default (someone ran `nvidia-smi
     -pl` or a platform cap applies): the GPU cannot reach its rated performance. PASS otherwise
     (a GPU drawing up to its limit under load is normal); SKIP when no limit is reported.
+    Unreadable values among what it reads (an NVML error string such as Unknown Error, text
+    where a number belongs, a number out of range) are an ERROR naming the GPU and field, a FAIL
+    with a reset/reboot remediation when they say the GPU is lost or requires a reset; a GPU
+    with nothing readable is not judged, and SKIP says "nothing readable" when no GPU is. GPUs
+    of a vGPU guest (virtualization mode VGPU) are SKIP: their values are placeholders (0 C, 0
+    MHz).
 
     Remediation: restore the default with `nvidia-smi -pl <default watts> -i <index>` unless the
     cap is intended.
     """
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
+        if _vgpu(gpu):
+            results.append(_vgpu_skip(gpu))
+            continue
         watts = gpu["power"]
         if watts["limit_w"] is None:
             continue
@@ -908,7 +1250,7 @@ def power(probes: Probes, expect: Expect) -> Finding:
                 watts["limit_w"], watts["default_limit_w"])))
         else:
             results.append((PASS, detail, "%s of %s W" % (watts["draw_w"], watts["limit_w"])))
-    return _verdict(results, "power limits at their defaults on %d GPU(s)" % len(results),
+    return _verdict(_with_unreadable(results, gpus, _READS_POWER), "power limits at their defaults on %d GPU(s)" % len(results),
                     "Restore the default limit with `nvidia-smi -pl <default watts> -i <index>` (or the "
                     "continuum.hydra.gpu_settings role) unless the cap is intended.",
                     skip_message="no GPU reports a power limit")
@@ -918,17 +1260,26 @@ def power(probes: Probes, expect: Expect) -> Finding:
 def clocks(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's SM clock against its maximum, and its application clocks against their defaults.
 
-    WARN when application clocks were lowered below the default application clocks
-    (`nvidia-smi -ac`); defaults below the boost maximum are NVIDIA's and pass (T4: 585 of 1590
-    MHz, A100: 1275 of 1410 MHz in the recordings). WARN when a busy GPU (see
-    `gpu_busy_util_pct`) runs its SM clock below 60 % of the maximum with no power cap to explain
-    it. PASS otherwise; SKIP when no clock is reported.
+    WARN when application clocks were lowered below the default application clocks (`nvidia-smi
+    -ac`); defaults below the boost maximum are NVIDIA's and pass (T4: 585 of 1590 MHz, A100:
+    1275 of 1410 MHz in the recordings). WARN when a busy GPU (see `gpu_busy_util_pct`) runs its
+    SM clock below 60 % of the maximum with no power cap to explain it. PASS otherwise; SKIP
+    when no clock is reported. Unreadable values among what it reads (an NVML error string such
+    as Unknown Error, text where a number belongs, a number out of range) are an ERROR naming
+    the GPU and field, a FAIL with a reset/reboot remediation when they say the GPU is lost or
+    requires a reset; a GPU with nothing readable is not judged, and SKIP says "nothing
+    readable" when no GPU is. GPUs of a vGPU guest (virtualization mode VGPU) are SKIP: their
+    values are placeholders (0 C, 0 MHz).
 
     Remediation: reset application clocks with `nvidia-smi -rac`; for a slow busy GPU read
     gpu.clock_throttle_reasons and gpu.temperature.
     """
     results = []
-    for gpu in _gpus(probes):
+    gpus = _gpus(probes)
+    for gpu in gpus:
+        if _vgpu(gpu):
+            results.append(_vgpu_skip(gpu))
+            continue
         current, top = gpu["clocks"]["sm_mhz"], gpu["max_clocks"]["sm_mhz"]
         app, default = gpu["applications_clocks"]["graphics_mhz"], gpu["default_applications_clocks"]["graphics_mhz"]
         if current is None and app is None:
@@ -942,7 +1293,7 @@ def clocks(probes: Probes, expect: Expect) -> Finding:
                 current, top, gpu["utilization"]["gpu_pct"])))
         else:
             results.append((PASS, detail, "SM %s of %s MHz" % (current, top)))
-    return _verdict(results, "clocks as configured on %d GPU(s)" % len(results),
+    return _verdict(_with_unreadable(results, gpus, _READS_CLOCKS), "clocks as configured on %d GPU(s)" % len(results),
                     "Reset application clocks with `nvidia-smi -rac -i <index>`; for a slow busy GPU read "
                     "gpu.clock_throttle_reasons and gpu.temperature.",
                     skip_message="no GPU reports clocks")
@@ -1004,15 +1355,18 @@ def nvlink(probes: Probes, expect: Expect) -> Finding:
 
 @check("gpu.fabric_manager", "Fabric Manager (NVSwitch systems)", requires=("nvidia_smi", "fabric_manager"))
 def fabric_manager(probes: Probes, expect: Expect) -> Finding:
-    """Reads whether the nvidia-fabricmanager service is active and each GPU's fabric state and status.
+    """Reads whether the nvidia-fabricmanager service is active, each GPU's fabric state and status, and the Fabric Manager log.
 
     On NVSwitch systems: FAIL when the service is not active, or when a GPU reports a fabric
-    state other than Completed or a status other than Success (its NVLinks are not usable); WARN
-    when the service state cannot be read (no systemctl) and no GPU reports its fabric state.
-    PASS otherwise; SKIP on hosts without NVSwitch.
+    state other than Completed or a status other than Success (its NVLinks are not usable), or when
+    the Fabric Manager log (`fabric_manager_log`, default /var/log/fabricmanager.log) reports a fatal
+    NVSwitch error within `xid_window_hours` (naming the NVSwitch PCI address); WARN for a non-fatal
+    NVSwitch error or another [ERROR] entry there, and when the service state cannot be read (no
+    systemctl) and no GPU reports its fabric state. A missing log is not judged (Fabric Manager may log
+    to the journal only). PASS otherwise; SKIP on hosts without NVSwitch.
 
     Remediation: `systemctl restart nvidia-fabricmanager` (its version must equal the driver's),
-    read `journalctl -u nvidia-fabricmanager`, then reset the GPUs.
+    read `journalctl -u nvidia-fabricmanager`, then reset the GPUs; for a fatal NVSwitch error, reboot the node.
     """
     manager = probes["fabric_manager"]["data"]
     state = manager["active_state"]
@@ -1032,6 +1386,24 @@ def fabric_manager(probes: Probes, expect: Expect) -> Finding:
         return finding(FAIL, "%d GPU(s) not on the fabric: %s" % (len(untrained), "; ".join(
             "%s state %s, status %s" % (_label(gpu_ref(g)), g["fabric"]["state"], g["fabric"]["status"])
             for g in untrained[:3])), details, remedy)
+    log = manager.get("log") or {}
+    switch_errors = log.get("nvswitch_errors") or []
+    if log:
+        details["log"] = {"path": log.get("path"), "status": log.get("status"), "reason": log.get("reason"),
+                          "nvswitch_errors": switch_errors, "errors": (log.get("errors") or [])[-10:],
+                          "errors_total": log.get("errors_total", 0)}
+    fatal = [e for e in switch_errors if e["fatal"]]
+    named = "; ".join("%s error %d x%d on NVSwitch %s" % ("fatal" if e["fatal"] else "non-fatal", e["code"], e["count"],
+                                                          e["device"] or "?") for e in (fatal or switch_errors)[:3])
+    if fatal:
+        return finding(FAIL, "Fabric Manager log %s: %s" % (log["path"], named), details,
+                       "Reboot the node to reset the NVSwitches and GPUs, then check `systemctl status nvidia-fabricmanager`; "
+                       "if the error returns on the same NVSwitch, the baseboard needs service.")
+    if switch_errors or log.get("errors_total"):
+        phrase = named or "%d [ERROR] entr%s, last: %s" % (log["errors_total"], "y" if log["errors_total"] == 1 else "ies",
+                                                             log["errors"][-1]["message"] if log.get("errors") else "?")
+        return finding(WARN, "Fabric Manager log %s: %s" % (log["path"], phrase), details,
+                       "Read the Fabric Manager log; collect `nvidia-bug-report.sh` if NVSwitch errors repeat.")
     if state is None and not reporting:
         return finding(WARN, "cannot tell whether %s runs (no systemctl) and no GPU reports a fabric state"
                        % manager["service"], details, "Check the Fabric Manager service by hand on this host.")

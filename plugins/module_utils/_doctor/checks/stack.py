@@ -14,7 +14,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.versions import major_version, matches_prefix, version_tuple
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_ABSENT, READ_OK, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_ABSENT, READ_OK, SKIP, WARN
 
 MIN_PYTHON = (3, 9)
 
@@ -426,10 +426,15 @@ def env_config(probes: Probes, expect: Expect) -> Finding:
     NCCL_IB_DISABLE=1 (only where InfiniBand ports exist), NCCL_NET_GDR_LEVEL=LOC, NCCL_NVLS_ENABLE=0,
     a forced NCCL_ALGO or NCCL_PROTO, NCCL_DEBUG=TRACE, NCCL_SOCKET_IFNAME=lo and
     (TORCH_)NCCL_ASYNC_ERROR_HANDLING=0. PASS otherwise (NCCL_DEBUG unset or INFO is fine), listing
-    what is set.
+    what is set. ERROR when an nccl.conf that exists cannot be read within ``timeouts.command`` (a hung NFS home,
+    a FIFO) or at all: what NCCL applies is then unknown.
     Remediation: unset the variable (or remove it from the nccl.conf named) unless it works around a known problem.
     """
     settings = probes["host"]["data"].get("nccl_settings") or {}
+    unreadable = probes["host"]["data"].get("nccl_conf_errors") or []
+    if unreadable:
+        return finding(ERROR, "cannot read the NCCL config: %s" % "; ".join(unreadable), {"settings": settings, "unreadable": unreadable},
+                       remediation="make the nccl.conf named readable (check the home directory's mount) or remove it")
     ib = probes["infiniband"]
     has_ib = ib.get("status") == READ_OK and bool((ib.get("data") or {}).get("ports"))
     risky = []

@@ -245,3 +245,40 @@ DESCRIPTIONS = {
     155: "NVLink software-defined error",
     158: "GPU fatal timeout",
 }
+
+# Codes whose catalogue row says "follow the Xid it names": an Xid 45 ("... caused by previous Xid 149")
+# is graded by the code it names when that code is not itself in the window.
+LINKED_BY_CAUSE = (45,)
+
+# ---------------------------------------------------------------- GPU lost without an Xid line
+#
+# The driver reports these conditions in prose, not as an Xid. Each is graded critical: the GPU is gone or
+# unusable until it is reset or the node rebooted. Source: NVIDIA's XID catalogue rows for the Xid that names
+# the same condition (79 GPU has fallen off the bus -> RESTART_BM; 119/120 GSP -> RESET_GPU; 143 GPU
+# initialisation failure -> RESET_GPU), https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html.
+# kind (as xid.parse_loss_lines names it) -> (description, NVIDIA action of the matching Xid).
+LOSS_CATALOG = {
+    "fallen_off_bus": ("GPU has fallen off the bus (no Xid line)", "RESTART_BM"),
+    "init_failed": ("the driver could not initialise the GPU (RmInitAdapter failed)", "RESET_GPU"),
+    "gsp_init_failed": ("the GPU's GSP firmware did not start (RmInitAdapter failed, 0x62)", "RESET_GPU"),
+    "reset_required": ("the driver reports the GPU needs a reset (NV_ERR_RESET_REQUIRED)", "RESET_GPU"),
+    "gsp_timeout": ("the GPU's GSP firmware stopped answering (GSP timeout)", "RESET_GPU"),
+}
+
+# ---------------------------------------------------------------- NVSwitch SXids
+#
+# Source: NVIDIA Fabric Manager User Guide (DU-09883-001), appendix "NVSwitch SXid Errors"
+# (https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html): the driver prints each
+# SXid as "SXid (PCI:<switch>): <code>, Fatal|Non-fatal, <text>", and that word is the grade (fatal: the
+# NVSwitch and its GPUs need a reset; non-fatal: logged and corrected). This table grades the SXid lines
+# that carry no such word (the "Severity" and "Data" lines, when their first line was not in the window):
+# code -> (name, fatal). Names and severities as the guide lists them; the rows are the codes seen in the
+# recorded lines of tests/fixtures/kernel-log/README.md. An unknown code with no word is a warning.
+SXID_CATALOG = {
+    12028: ("egress non-posted PRIV error", False),
+    20009: ("RX short error rate", False),
+    20034: ("LTSSM fault up", True),
+    22013: ("Minion link DLREQ interrupt", False),
+    24007: ("sourcetrack timeout error", True),
+    28006: ("MC TS crumbstore MCTO", False),
+}

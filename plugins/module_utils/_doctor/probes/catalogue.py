@@ -9,19 +9,25 @@ _command.ProbeError when reading failed. collect() turns that into an
 envelope: {"status": READ_OK|READ_ABSENT|READ_FAILED (_status.py), "data", "reason", "duration_ms"}.
 Only the probes the selected checks need are run, each once.
 
+A probe sees the envelopes of the probes run before it as ``options["envelopes"]`` (the NVLink probe does not
+call a nvidia-smi that already failed). With a run deadline (doctor's ``timeouts.total``), every timeout a
+probe reads from ``options["timeouts"]`` is capped by the time left when it reads it, each probe runs in a
+watched thread abandoned at the deadline (plus a grace for its own kill), and no probe starts once the
+deadline has passed: those envelopes are READ_FAILED with the deadline as reason and ``not_run`` set.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import time
-from collections.abc import Iterable, Mapping
-from typing import Any, Callable, Optional
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, Callable, NamedTuple, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import gpu as gpu_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import stack as stack_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system as system_probes
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import CallTimedOut, ProbeAbsent, ProbeError, call_with_timeout
 from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_ABSENT, READ_FAILED, READ_OK
 
 PROBES: dict[str, Callable[..., Any]] = {
@@ -45,17 +51,72 @@ PROBES: dict[str, Callable[..., Any]] = {
 }
 
 
+# Seconds a probe may run past the run deadline before it is abandoned: its own commands are bounded by the
+# deadline, and killing a command's process tree and reaping it takes a moment.
+DEADLINE_GRACE_S = 5.0
+# The least timeout a probe is given once the deadline is near: a command still starts and times out at once.
+_MIN_TIMEOUT_S = 0.001
+
+
+class Deadline(NamedTuple):
+    """When the run must stop (a time.monotonic() value), and the ``timeouts.total`` it comes from."""
+    at: float
+    total: float
+
+    @property
+    def label(self) -> str:
+        return "doctor deadline (timeouts.total=%ss)" % ("%g" % self.total)
+
+    @property
+    def reason(self) -> str:
+        """What a check or probe that never ran says."""
+        return "not run: %s" % self.label
+
+
+class BoundedTimeouts(Mapping[str, Any]):
+    """A probe's view of options["timeouts"]: each value capped, when read, by the seconds left to the deadline."""
+
+    def __init__(self, base: Mapping[str, Any], at: float) -> None:
+        self._base = base
+        self._at = at
+
+    def __getitem__(self, key: str) -> Any:
+        return max(_MIN_TIMEOUT_S, min(self._base[key], self._at - time.monotonic()))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._base)
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+
+def _not_run(reason: str) -> dict[str, Any]:
+    return {"status": READ_FAILED, "data": None, "reason": reason, "not_run": True, "duration_ms": 0.0}
+
+
 def collect(names: Iterable[str], options: Mapping[str, Any],
-            probes: Optional[Mapping[str, Callable[..., Any]]] = None) -> dict[str, dict[str, Any]]:
-    """Run each named probe once (in order) and return name -> envelope."""
+            probes: Optional[Mapping[str, Callable[..., Any]]] = None,
+            deadline: Optional[Deadline] = None) -> dict[str, dict[str, Any]]:
+    """Run each named probe once (in order) and return name -> envelope; none starts past ``deadline``."""
     table = probes or PROBES
     out: dict[str, dict[str, Any]] = {}
     for name in names:
         if name in out:
             continue
         start = time.monotonic()
+        if deadline is not None and start >= deadline.at:
+            out[name] = _not_run(deadline.reason)
+            continue
+        view = dict(options, envelopes=out)
+        if deadline is not None:
+            view["timeouts"] = BoundedTimeouts(options.get("timeouts") or {}, deadline.at)
         try:
-            envelope = {"status": READ_OK, "data": table[name](options), "reason": None}
+            envelope = {"status": READ_OK, "data": _call(table[name], view, name, deadline), "reason": None}
+        except CallTimedOut as exc:
+            if deadline is None or exc.what != _watch_name(name):
+                envelope = {"status": READ_FAILED, "data": None, "reason": str(exc)}
+            else:
+                envelope = _not_run("%s; probe %s was still running" % (deadline.reason, name))
         except ProbeAbsent as exc:
             envelope = {"status": READ_ABSENT, "data": None, "reason": str(exc)}
         except ProbeError as exc:
@@ -63,6 +124,21 @@ def collect(names: Iterable[str], options: Mapping[str, Any],
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # An unexpected probe bug becomes ERROR on its checks, never a crash of the run.
             envelope = {"status": READ_FAILED, "data": None, "reason": "probe %s crashed: %s: %s" % (name, type(exc).__name__, exc)}
+        if deadline is not None and envelope["status"] == READ_FAILED and not envelope.get("not_run") \
+                and time.monotonic() >= deadline.at:
+            envelope["reason"] = "%s; the %s has passed" % (envelope["reason"], deadline.label)
         envelope["duration_ms"] = round((time.monotonic() - start) * 1000.0, 3)
         out[name] = envelope
     return out
+
+
+def _watch_name(name: str) -> str:
+    return "probe %s" % name
+
+
+def _call(probe: Callable[..., Any], options: Mapping[str, Any], name: str, deadline: Optional[Deadline]) -> Any:
+    """probe(options); under a deadline in a watched thread, abandoned DEADLINE_GRACE_S after it (CallTimedOut)."""
+    if deadline is None:
+        return probe(options)
+    budget = max(0.0, deadline.at - time.monotonic()) + DEADLINE_GRACE_S
+    return call_with_timeout(lambda: probe(options), budget, _watch_name(name))

@@ -14,23 +14,28 @@ breaking changes at any time. Do not use it from other collections or roles.
 import datetime
 import os
 import re
+import time
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import parse_gpu_uuids, parse_xid_lines, since
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import xid
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command, files
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvml
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi, first_line, parse_nvlink_status, read_gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_nvidia_functions
+from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_FAILED
 
 Options = Mapping[str, Any]
 
 ROOT = "/"
 XID_WINDOW_HOURS = 24
-# An XID storm (one per kernel launch) must not fill the result: the newest ones are kept.
-MAX_XID_EVENTS = 500
+# An XID storm (one per kernel launch) must not fill the result: every event is counted, the newest are listed.
+MAX_XID_EVENTS = xid.SAMPLE
 FABRIC_MANAGER_SERVICE = "nvidia-fabricmanager"
+FABRIC_MANAGER_LOG = "/var/log/fabricmanager.log"
+# Only the end of a large Fabric Manager log is read (its newest entries).
+FABRIC_MANAGER_LOG_TAIL = 4 * 1024 * 1024
 
 
 _first_line = first_line
@@ -120,16 +125,25 @@ def _journal(hours: int, timeout: float) -> tuple[Optional[str], Optional[str]]:
     return out, None
 
 
-def _dmesg(timeout: float) -> tuple[str, bool]:
-    """The kernel ring buffer, (text, has ISO timestamps)."""
+def _left(deadline: float, total: float, journal_problem: Optional[str]) -> float:
+    """Seconds left of the one kernel-log deadline; ProbeError when journalctl (or a first dmesg) used it all."""
+    left = deadline - time.monotonic()
+    if left <= 0.05:
+        raise ProbeError("kernel log: the %ss deadline (timeouts.kernel_log) ran out before dmesg could run; journalctl: %s"
+                         % (total, journal_problem or "used the time"))
+    return left
+
+
+def _dmesg(deadline: float, total: float, journal_problem: Optional[str] = None) -> tuple[str, bool]:
+    """The kernel ring buffer within what is left of the kernel-log deadline, (text, has ISO timestamps)."""
     binary = command.find_binary("dmesg")
     if not binary:
         raise ProbeAbsent("neither a usable journalctl nor dmesg found")
-    rc, out, err = command.run([binary, "--time-format", "iso"], timeout)
+    rc, out, err = command.run([binary, "--time-format", "iso"], _left(deadline, total, journal_problem))
     timestamped = True
     if rc != 0 and ("unrecognized option" in err or "invalid option" in err or "unknown option" in err):
         # busybox dmesg: no wall-clock timestamps, the whole buffer since boot.
-        rc, out, err = command.run([binary], timeout)
+        rc, out, err = command.run([binary], _left(deadline, total, journal_problem))
         timestamped = False
     if rc != 0:
         if "Operation not permitted" in err or "Permission denied" in err:
@@ -139,35 +153,39 @@ def _dmesg(timeout: float) -> tuple[str, bool]:
 
 
 def probe_kernel_log(options: Options, now: Optional[datetime.datetime] = None) -> dict[str, Any]:
-    """NVRM Xid lines of the kernel log within the XID window (options["xid_window_hours"], resolved from hydra_expect), not the log itself."""
+    """The NVIDIA lines of the kernel log within the XID window (options["xid_window_hours"], resolved from hydra_expect).
+
+    Xids counted per (address, code), GPU losses without an Xid, NVSwitch SXids and the address -> UUID map
+    (xid.scan), not the log itself. One deadline (timeouts.kernel_log) covers journalctl and the dmesg fallback.
+    """
     hours = options.get("xid_window_hours")
     hours = XID_WINDOW_HOURS if hours is None else hours
     if hours <= 0:
         raise ProbeError("expect.xid_window_hours: %r is not a positive number of hours" % hours)
     timeout = options["timeouts"]["kernel_log"]
+    deadline = time.monotonic() + timeout
     text, journal_problem = _journal(hours, timeout)
     source, window_applied = "journalctl", True
     if text is None:
-        text, window_applied = _dmesg(timeout)
+        text, window_applied = _dmesg(deadline, timeout, journal_problem)
         source = "dmesg"
-    events = parse_xid_lines(text)
+    cutoff = None
     if source == "dmesg" and window_applied:
         cutoff = (now or datetime.datetime.now(datetime.timezone.utc)) - datetime.timedelta(hours=hours)
-        events = since(events, cutoff)
-    return {
-        "source": source,
-        "journal_problem": journal_problem,
-        "window_hours": hours,
-        # False for a dmesg without timestamps: the events span the whole boot.
-        "window_applied": window_applied,
-        "xids": events[-MAX_XID_EVENTS:],
-        "xids_dropped": max(0, len(events) - MAX_XID_EVENTS),
-        "gpu_uuids": parse_gpu_uuids(text),
-    }
+    return dict(xid.scan(text, cutoff), source=source, journal_problem=journal_problem, window_hours=hours,
+                # False for a dmesg without timestamps: the events span the whole boot.
+                window_applied=window_applied)
 
 
 def probe_nvlink(options: Options) -> dict[str, Any]:
-    """NVLink state per GPU and link: NVML when it initialises, else ``nvidia-smi nvlink --status``."""
+    """NVLink state per GPU and link: NVML when it initialises, else ``nvidia-smi nvlink --status``.
+
+    When ``nvidia-smi -q -x`` already failed in this run (options["envelopes"], set by catalogue.collect) nothing
+    is called: a hung or broken driver must cost one timeout, not two.
+    """
+    earlier = (options.get("envelopes") or {}).get("nvidia_smi")
+    if earlier is not None and earlier["status"] == READ_FAILED:
+        raise ProbeError("not read: nvidia-smi failed earlier in this run (%s)" % earlier["reason"])
     gpus, source = None, None
     try:
         available, value = _nvml_session(options, nvml.nvlinks)
@@ -200,4 +218,24 @@ def probe_fabric_manager(options: Options, root: Optional[str] = None) -> dict[s
         rc, out, err = command.run([systemctl, "is-active", FABRIC_MANAGER_SERVICE], options["timeouts"]["command"])
         state = _first_line(out, err) if (out or err).strip() else "rc %s" % rc
     return {"nvswitches": [switch["address"] for switch in switches], "service": FABRIC_MANAGER_SERVICE,
-            "active_state": state}
+            "active_state": state, "log": _fabric_manager_log(options)}
+
+
+def _fabric_manager_log(options: Options, now: Optional[datetime.datetime] = None) -> dict[str, Any]:
+    """The [ERROR] entries of the Fabric Manager log (option fabric_manager_log) within the XID window.
+
+    A missing log is not an error (Fabric Manager may log to the journal only): status absent.
+    """
+    path = options.get("fabric_manager_log") or FABRIC_MANAGER_LOG
+    hours = options.get("xid_window_hours") or XID_WINDOW_HOURS
+    empty: dict[str, Any] = {"path": path, "status": "absent", "reason": None, "nvswitch_errors": [], "errors": [],
+                             "errors_total": 0}
+    try:
+        text = files.read_text_if_exists(path, options["timeouts"]["command"])
+    except (ProbeError, ProbeAbsent) as exc:
+        return dict(empty, status="error", reason=str(exc))
+    if text is None:
+        return dict(empty, reason="%s does not exist" % path)
+    # The log's clock is the host's local time, without a zone.
+    cutoff = (now or datetime.datetime.now()) - datetime.timedelta(hours=hours)
+    return dict(xid.scan_fabric_manager_log(text[-FABRIC_MANAGER_LOG_TAIL:], cutoff), path=path, status="ok", reason=None)

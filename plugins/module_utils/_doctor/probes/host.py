@@ -3,6 +3,10 @@
 
 """Host facts: identity, OS, CPU, memory, Python, runtime (container / WSL / VM) and NCCL settings.
 
+The NCCL config files sit in home directories and /etc, which can be network mounts: each is read with
+``timeouts.command`` as its deadline. A file that cannot be read (a hung NFS home, a FIFO without a writer,
+permission denied) does not fail the host facts: it is listed in ``nccl_conf_errors`` and nccl.env_config is ERROR.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -14,7 +18,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import DEFAULT_COMMAND_TIMEOUT, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_if_exists, read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.procfs import meminfo_kib, parse_cpuinfo, parse_os_release
 from ansible_collections.continuum.hydra.plugins.module_utils._host.runtime import detect_container, detect_hypervisor
 
@@ -50,8 +55,23 @@ def nccl_settings(environ: Mapping[str, str], conf_files: list[tuple[str, str]])
 
 
 def _nccl_conf_paths(root: str, environ: Mapping[str, str]) -> list[str]:
-    user_file = environ.get("NCCL_CONF_FILE") or os.path.join(os.path.expanduser("~"), ".nccl.conf")
+    home = environ.get("HOME") or os.path.expanduser("~")
+    user_file = environ.get("NCCL_CONF_FILE") or os.path.join(home, ".nccl.conf")
     return [user_file, os.path.join(root, "etc/nccl.conf")]
+
+
+def read_nccl_conf_files(paths: list[str], timeout: float) -> tuple[list[tuple[str, str]], list[str]]:
+    """([(path, text)] of the files that exist, [one line per file that could not be read]), each read bounded."""
+    found, errors = [], []
+    for path in paths:
+        try:
+            text = read_text_if_exists(path, timeout)
+        except ProbeError as exc:
+            errors.append(str(exc))
+            continue
+        if text is not None:
+            found.append((path, text))
+    return found, errors
 
 
 def probe_host(options: Mapping[str, Any], root: str = "/", environ: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
@@ -69,7 +89,8 @@ def probe_host(options: Mapping[str, Any], root: str = "/", environ: Optional[Ma
     dmi_product = (read("sys/class/dmi/id/product_name") or "").strip() or None
     container_runtime = detect_container(read("proc/1/cgroup"), root, environ)
     hypervisor = detect_hypervisor(cpu["hypervisor"], dmi_vendor, dmi_product)
-    conf_files = [(path, read_text_or_none(path)) for path in _nccl_conf_paths(root, environ)]
+    timeout = (options.get("timeouts") or {}).get("command", DEFAULT_COMMAND_TIMEOUT)
+    conf_files, conf_errors = read_nccl_conf_files(_nccl_conf_paths(root, environ), timeout)
     return {
         "hostname": socket.gethostname(),
         "os": os_release.get("PRETTY_NAME") or platform.system(),
@@ -93,5 +114,6 @@ def probe_host(options: Mapping[str, Any], root: str = "/", environ: Optional[Ma
         "hypervisor": hypervisor,
         "dmi_vendor": dmi_vendor,
         "dmi_product": dmi_product,
-        "nccl_settings": nccl_settings(environ, [(path, text) for path, text in conf_files if text is not None]),
+        "nccl_settings": nccl_settings(environ, conf_files),
+        "nccl_conf_errors": conf_errors,
     }

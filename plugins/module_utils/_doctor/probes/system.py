@@ -16,7 +16,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, call_with_timeout, find_binary, run
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import (
+    DEFAULT_COMMAND_TIMEOUT,
+    ProbeAbsent,
+    ProbeError,
+    call_with_timeout,
+    find_binary,
+    run,
+)
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_int, read_required_text, read_text, read_text_if_exists
 from ansible_collections.continuum.hydra.plugins.module_utils._host.network import read_infiniband_ports
 from ansible_collections.continuum.hydra.plugins.module_utils._host.procfs import node_memtotal_kib, parse_cpulist, parse_mountinfo, parse_proc_mounts
@@ -58,12 +65,20 @@ def _numbered(directory: str, prefix: str) -> list[str]:
 
 # ---------------------------------------------------------------- /dev/shm
 
+def _command_timeout(options: Options) -> float:
+    return float((options.get("timeouts") or {}).get("command", DEFAULT_COMMAND_TIMEOUT))
+
+
 def probe_dev_shm(options: Options, path: str = "/dev/shm", statvfs: Callable[[str], Any] = os.statvfs) -> dict[str, Any]:
-    """Size and free space of /dev/shm (NCCL's SHM transport and DataLoader workers live there)."""
-    if not os.path.isdir(path):
+    """Size and free space of /dev/shm (NCCL's SHM transport and DataLoader workers live there).
+
+    The stat and statvfs calls are bounded by ``timeouts.command``: /dev/shm can be a bind mount of anything.
+    """
+    timeout = _command_timeout(options)
+    if not call_with_timeout(functools.partial(os.path.isdir, path), timeout, "stat(%s)" % path):
         return {"path": path, "exists": False}
     try:
-        st = statvfs(path)
+        st = call_with_timeout(functools.partial(statvfs, path), timeout, "statvfs(%s)" % path)
     except OSError as exc:
         raise ProbeError("statvfs(%s): %s" % (path, exc.strerror or exc)) from None
     return {"path": path, "exists": True, "size_bytes": st.f_blocks * st.f_frsize,
@@ -302,7 +317,7 @@ def disk_paths(paths: Optional[Sequence[Any]]) -> tuple[list[str], bool]:
 def probe_disk_space(options: Options, statvfs: Callable[[str], Any] = os.statvfs) -> dict[str, Any]:
     """Size, free space and free inodes of each disk path that exists."""
     paths, explicit = disk_paths(options.get("disk_paths"))
-    timeout = options.get("timeouts", {}).get("command", 10)
+    timeout = _command_timeout(options)
     measured, missing = [], []
     for path in paths:
         # A hung network mount (NFS, Lustre) blocks stat calls for ever: bound each one.

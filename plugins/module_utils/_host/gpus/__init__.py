@@ -7,9 +7,13 @@ reader (amd-smi, rocm-smi, sysfs) returns the same shapes, with None wherever it
 A GPU inventory (``nvidia_smi.read_gpus``)::
 
     {"driver_version": str|None, "cuda_version": str|None, "attached_gpus": int|None, "timestamp": str|None,
-     "gpus": [GPU record, ...]}
+     "gpus": [GPU record, ...], "unreadable": {field: raw text}}
 
-A GPU record (values that the tool reports as N/A, unsupported or unknown are None; numbers carry no unit text)::
+A GPU record (numbers carry no unit text). Every value is read by one reader (``nvidia_smi.read_value``) that
+tells three cases apart: a value; absent by design ("N/A", "Not Supported", "Not Available", deprecated): None;
+unreadable (an NVML error string such as "Unknown Error", "GPU is lost", "[GPU requires reset]", "Insufficient
+Permissions", "ERR!", "[Not Found]"; text where a number belongs; a number beyond 2**64, NaN or infinite): None as
+well, and listed in ``unreadable`` so that checks never mistake it for "nothing to read"::
 
     index                 int      order in the tool's listing (0-based)
     pci_bus_id            str      as the tool writes it; compare with _host.pci.pci_key()
@@ -31,6 +35,14 @@ A GPU record (values that the tool reports as N/A, unsupported or unknown are No
     clocks, max_clocks, applications_clocks, default_applications_clocks
                           {graphics_mhz, sm_mhz, memory_mhz: number|None}
     fabric                {state, status: str|None}
+    virtualization_mode   str|None  None (bare metal), Pass-Through, VGPU (a vGPU guest: its temperatures and clocks
+                                    are placeholders such as 0 C / 0 MHz), Host VGPU
+    recovery              {action: str|None   gpu_recovery_action (DTD v13, driver 570+): None, Reset, Reboot,
+                                              Drain P2P, Drain and Reset
+                           reset_required, drain_and_reset_recommended: bool|None}   gpu_reset_status (DTD v12)
+    unreadable            {record field path: raw text}   each value that could not be read, e.g.
+                          {"temperature.gpu_c": "Unknown Error", "pcie.replay_counter": "value out of range (9999...)"};
+                          the field itself is None. Empty when everything read.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.

@@ -15,6 +15,15 @@ variants, ``remapped_rows`` is "N/A" text on some GPUs and a structure on
 others. Everything is normalised here so checks never see those differences:
 "N/A"-like fields become None and values with units become numbers.
 
+Every value goes through one reader (read_value): it tells a value apart from
+text that means "absent by design" (N/A, Not Supported, deprecated: None in the
+record) and from text that says the value could not be read (Unknown Error, GPU
+is lost, GPU requires reset, Insufficient Permissions, ERR!, Not Found, any
+other NVML error string, text where a number belongs, a number beyond range).
+Unreadable values are None in the record too, and each GPU record carries them
+in ``unreadable``: {record field path: the text nvidia-smi wrote}, so that a
+check can tell "nothing to read" from "could not read it".
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -30,14 +39,91 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.command impo
 # doctor's and profile's ``timeouts.nvidia_smi`` default: nvidia-smi -q -x on an 8-GPU node takes seconds.
 DEFAULT_TIMEOUT = 30
 
-# What nvidia-smi writes where it has no value (compared lower case).
+# What nvidia-smi writes where a value is absent by design (compared lower case, brackets stripped).
 _NO_VALUE = frozenset((
-    "", "n/a", "[n/a]", "not supported", "[not supported]", "unknown error", "[unknown error]",
-    "insufficient permissions", "requested functionality has been deprecated",
+    "", "n/a", "not supported", "not available", "requested functionality has been deprecated",
 ))
-_NUMBER = re.compile(r"\s*([-+]?\d+(?:\.\d+)?)")
+# What it writes where reading a value failed: NVML's error strings (nvmlErrorString, nvml.h) as nvidia-smi prints
+# them, in XML plainly and in CSV in brackets ("[Unknown Error]", "[GPU requires reset]"), and the "ERR!" of its table.
+_ERROR_TEXT = frozenset((
+    "unknown error", "gpu is lost", "gpu requires reset", "insufficient permissions", "err!", "not found",
+    "uninitialized", "invalid argument", "driver not loaded", "timeout", "interrupt request issue",
+    "nvml shared library not found", "function not found", "corrupted inforom", "insufficient external power",
+    "insufficient size", "insufficient memory", "insufficient resources", "no data", "in use by another client",
+    "gpu access blocked by the operating system", "rm has detected an nvml/rm version mismatch",
+    "system is not ready", "gpu not found", "invalid state", "operation not supported",
+    "ran out of critical resources, other than memory",
+))
+# Substrings that mark an error string whatever its exact spelling or brackets.
+_ERROR_WORDS = ("gpu is lost", "requires reset", "unknown error", "insufficient permissions", "err!")
+# Raw texts saying the GPU itself is gone or must be reset (checks FAIL on these, not ERROR).
+LOST_WORDS = ("gpu is lost", "requires reset", "reset required", "fallen off the bus")
+OUT_OF_RANGE = "value out of range"
+# The largest magnitude a reading may have: counters are 64-bit, nothing nvidia-smi reports is larger.
+_LIMIT = 2 ** 64
+_NUMBER = re.compile(r"\s*([-+]?\d+(?:\.\d+)?)((?:[eE][-+]?\d+)?)")
 _TRUE = frozenset(("active", "yes", "enabled", "true"))
 _FALSE = frozenset(("not active", "no", "disabled", "false"))
+
+# What read_value tells apart.
+ABSENT = "absent"
+VALUE = "value"
+UNREADABLE = "unreadable"
+
+
+def read_value(raw: Optional[str]) -> tuple[str, Optional[str]]:
+    """The one reader of nvidia-smi's value text: (ABSENT, None), (VALUE, stripped text) or (UNREADABLE, raw text).
+
+    Absent by design: missing, empty, "N/A", "Not Supported", "Not Available" (bracketed or not), "Requested
+    functionality has been deprecated". Unreadable: an NVML error string ("Unknown Error", "GPU is lost",
+    "[GPU requires reset]", "Insufficient Permissions", "ERR!", "[Not Found]", ...) or any other bracketed text.
+    """
+    if raw is None:
+        return ABSENT, None
+    value = raw.strip()
+    lowered = value.lower()
+    bare = lowered[1:-1].strip() if lowered.startswith("[") and lowered.endswith("]") else lowered
+    if bare in _NO_VALUE:
+        return ABSENT, None
+    if bare in _ERROR_TEXT or bare != lowered or any(word in lowered for word in _ERROR_WORDS):
+        return UNREADABLE, _shorten(value)
+    return VALUE, value
+
+
+def is_lost(raw: Optional[str]) -> bool:
+    """Whether an unreadable value's text says the GPU is lost or needs a reset."""
+    lowered = (raw or "").lower()
+    return any(word in lowered for word in LOST_WORDS)
+
+
+def _shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else "%s... (%d characters)" % (text[:limit], len(text))
+
+
+class Unreadable:
+    """A value nvidia-smi could not read, while a record is built; _gpu() moves it into ``unreadable``."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: str) -> None:
+        self.raw = raw
+
+    def __repr__(self) -> str:
+        return "Unreadable(%r)" % self.raw
+
+
+def to_number(text: str) -> Any:
+    """'16x', '27 C', '67.03 W' -> 16, 27, 67.03; Unreadable for text with no leading number or beyond range."""
+    match = _NUMBER.match(text)
+    if not match:
+        return Unreadable(_shorten(text.strip()))
+    raw = match.group(1) + match.group(2)
+    if len(raw.lstrip("+-").split(".")[0]) > 20:
+        return Unreadable("%s (%s)" % (OUT_OF_RANGE, _shorten(raw, 24)))
+    number = float(raw) if "." in raw or match.group(2) else int(raw)
+    if not -_LIMIT <= number <= _LIMIT:  # also False for inf and nan
+        return Unreadable("%s (%s)" % (OUT_OF_RANGE, _shorten(raw, 24)))
+    return number
 
 
 class NvidiaSmiParseError(ValueError):
@@ -85,45 +171,74 @@ def read_gpus(binary: str, timeout: float) -> dict[str, Any]:
         raise ProbeError("nvidia-smi returned unparsable XML: %s" % exc) from None
 
 
+def _node(elem: Optional[ET.Element], path: Optional[str]) -> Optional[ET.Element]:
+    return elem if elem is None or not path else elem.find(path)
+
+
+def value_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Any:
+    """Stripped text of elem/path, None when missing or absent by design, Unreadable when it could not be read."""
+    node = _node(elem, path)
+    kind, value = read_value(None if node is None else node.text)
+    return Unreadable(value or "") if kind == UNREADABLE else value
+
+
 def text_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Optional[str]:
-    """Stripped text of elem/path; None when missing or when nvidia-smi says it has no value."""
-    node = elem if elem is None or not path else elem.find(path)
-    if node is None or node.text is None:
-        return None
-    value = node.text.strip()
-    return None if value.lower() in _NO_VALUE else value
+    """Stripped text of elem/path; None when missing, absent by design or unreadable."""
+    value = value_at(elem, path)
+    return None if isinstance(value, Unreadable) else value
 
 
-def number_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Optional[float]:
-    """The number of a value with a unit: '16x', '27 C', '67.03 W', '81920 MiB', '0 %' -> 16, 27, 67.03, 81920, 0."""
-    match = _NUMBER.match(text_at(elem, path) or "")
-    if not match:
-        return None
-    raw = match.group(1)
-    return float(raw) if "." in raw else int(raw)
+def number_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Any:
+    """The number of a value with a unit: '16x', '27 C', '67.03 W', '81920 MiB', '0 %' -> 16, 27, 67.03, 81920, 0.
+
+    None when absent; Unreadable for an error string, text that is not a number, or a number beyond range.
+    """
+    value = value_at(elem, path)
+    return to_number(value) if isinstance(value, str) else value
 
 
-def flag_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Optional[bool]:
-    """Active/Yes/Enabled -> True, Not Active/No/Disabled -> False, anything else -> None."""
-    value = (text_at(elem, path) or "").lower()
-    return True if value in _TRUE else False if value in _FALSE else None
+def flag_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Any:
+    """Active/Yes/Enabled -> True, Not Active/No/Disabled -> False; None when absent, Unreadable otherwise."""
+    value = value_at(elem, path)
+    if not isinstance(value, str):
+        return value
+    lowered = value.lower()
+    return True if lowered in _TRUE else False if lowered in _FALSE else Unreadable(_shorten(value))
 
 
-def _first_number(elem: Optional[ET.Element], *paths: str) -> Optional[float]:
-    for path in paths:
-        value = number_at(elem, path)
-        if value is not None:
+def _first_number(elem: Optional[ET.Element], *paths: str) -> Any:
+    """The first value found at paths, the element names differing between DTDs; an Unreadable one among them wins."""
+    values = [number_at(elem, path) for path in paths]
+    for value in values:
+        if isinstance(value, Unreadable):
             return value
-    return None
+    return next((v for v in values if v is not None), None)
 
 
-def _total(*values: Optional[float]) -> Optional[float]:
+def _total(*values: Any) -> Any:
+    broken = [v for v in values if isinstance(v, Unreadable)]
+    if broken:
+        return broken[0]
     known = [v for v in values if v is not None]
     return sum(known) if known else None
 
 
-def _difference(total: Optional[float], part: Optional[float]) -> Optional[float]:
+def _difference(total: Any, part: Any) -> Any:
+    for value in (total, part):
+        if isinstance(value, Unreadable):
+            return value
     return None if total is None or part is None else total - part
+
+
+def _take_unreadable(value: Any, path: str, found: dict[str, str]) -> Any:
+    """value with every Unreadable replaced by None, each recorded in found under its record field path."""
+    if isinstance(value, Unreadable):
+        found[path] = value.raw
+        return None
+    if isinstance(value, dict):
+        return dict((key, _take_unreadable(item, "%s.%s" % (path, key) if path else key, found))
+                    for key, item in value.items())
+    return value
 
 
 def parse_nvidia_smi(text: str) -> dict[str, Any]:
@@ -137,31 +252,43 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
         raise NvidiaSmiParseError(str(exc)) from None
     if root.tag != "nvidia_smi_log":
         raise NvidiaSmiParseError("root element is <%s>, not <nvidia_smi_log>" % root.tag)
-    return {
-        "timestamp": text_at(root, "timestamp"),
-        "driver_version": text_at(root, "driver_version"),
-        "cuda_version": text_at(root, "cuda_version"),
+    unreadable: dict[str, str] = {}
+    top = _take_unreadable({
+        "timestamp": value_at(root, "timestamp"),
+        "driver_version": value_at(root, "driver_version"),
+        "cuda_version": value_at(root, "cuda_version"),
         "attached_gpus": number_at(root, "attached_gpus"),
-        "gpus": [_gpu(index, gpu) for index, gpu in enumerate(root.findall("gpu"))],
-    }
+    }, "", unreadable)
+    top["gpus"] = [_gpu(index, gpu) for index, gpu in enumerate(root.findall("gpu"))]
+    top["unreadable"] = unreadable
+    return top
 
 
 def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
     pci = gpu.find("pci")
-    return {
+    record = {
         "index": index,
         "pci_bus_id": text_at(pci, "pci_bus_id") or gpu.get("id"),
-        "uuid": text_at(gpu, "uuid"),
-        "name": text_at(gpu, "product_name"),
-        "brand": text_at(gpu, "product_brand"),
-        "architecture": text_at(gpu, "product_architecture"),
-        "serial": text_at(gpu, "serial"),
-        "vbios_version": text_at(gpu, "vbios_version"),
-        "persistence_mode": text_at(gpu, "persistence_mode"),
-        "performance_state": text_at(gpu, "performance_state"),
+        "uuid": value_at(gpu, "uuid"),
+        "name": value_at(gpu, "product_name"),
+        "brand": value_at(gpu, "product_brand"),
+        "architecture": value_at(gpu, "product_architecture"),
+        "serial": value_at(gpu, "serial"),
+        "vbios_version": value_at(gpu, "vbios_version"),
+        "persistence_mode": value_at(gpu, "persistence_mode"),
+        "performance_state": value_at(gpu, "performance_state"),
+        # None (bare metal), Pass-Through, VGPU (a vGPU guest: temperatures and clocks are placeholders), Host VGPU.
+        "virtualization_mode": value_at(gpu, "gpu_virtualization_mode/virtualization_mode"),
+        "recovery": {
+            # DTD v13 (driver 570+): None, Reset, Reboot, Drain P2P, Drain and Reset.
+            "action": value_at(gpu, "gpu_recovery_action"),
+            # DTD v12: Yes/No each.
+            "reset_required": flag_at(gpu, "gpu_reset_status/reset_required"),
+            "drain_and_reset_recommended": flag_at(gpu, "gpu_reset_status/drain_and_reset_recommended"),
+        },
         "mig": {
-            "current": text_at(gpu, "mig_mode/current_mig"),
-            "pending": text_at(gpu, "mig_mode/pending_mig"),
+            "current": value_at(gpu, "mig_mode/current_mig"),
+            "pending": value_at(gpu, "mig_mode/pending_mig"),
             "instances": len(gpu.findall("mig_devices/mig_device")),
         },
         "pcie": _pcie(pci),
@@ -179,11 +306,15 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
         "max_clocks": _clocks(gpu.find("max_clocks")),
         "applications_clocks": _clocks(gpu.find("applications_clocks")),
         "default_applications_clocks": _clocks(gpu.find("default_applications_clocks")),
-        "fabric": {"state": text_at(gpu, "fabric/state"), "status": text_at(gpu, "fabric/status")},
+        "fabric": {"state": value_at(gpu, "fabric/state"), "status": value_at(gpu, "fabric/status")},
     }
+    unreadable: dict[str, str] = {}
+    result = _take_unreadable(record, "", unreadable)
+    result["unreadable"] = unreadable
+    return result
 
 
-def _pcie(pci: Optional[ET.Element]) -> dict[str, Optional[float]]:
+def _pcie(pci: Optional[ET.Element]) -> dict[str, Any]:
     link = "pci_gpu_link_info/"
     return {
         "gen_current": number_at(pci, link + "pcie_gen/current_link_gen"),
@@ -199,7 +330,7 @@ def _pcie(pci: Optional[ET.Element]) -> dict[str, Optional[float]]:
     }
 
 
-def _clock_event_reasons(gpu: ET.Element) -> dict[str, Optional[bool]]:
+def _clock_event_reasons(gpu: ET.Element) -> dict[str, Any]:
     """{reason: active?} from either element family (renamed from 'throttle' to 'event' in driver 535)."""
     for container, prefix in (("clocks_event_reasons", "clocks_event_reason_"),
                               ("clocks_throttle_reasons", "clocks_throttle_reason_")):
@@ -213,15 +344,15 @@ def _clock_event_reasons(gpu: ET.Element) -> dict[str, Optional[bool]]:
 def _ecc(gpu: ET.Element) -> dict[str, Any]:
     errors = gpu.find("ecc_errors")
     return {
-        "current": text_at(gpu, "ecc_mode/current_ecc"),
-        "pending": text_at(gpu, "ecc_mode/pending_ecc"),
+        "current": value_at(gpu, "ecc_mode/current_ecc"),
+        "pending": value_at(gpu, "ecc_mode/pending_ecc"),
         "volatile": _ecc_counts(None if errors is None else errors.find("volatile")),
         "aggregate": _ecc_counts(None if errors is None else errors.find("aggregate")),
         "sram_threshold_exceeded": flag_at(errors, "aggregate/sram_threshold_exceeded"),
     }
 
 
-def _ecc_counts(scope: Optional[ET.Element]) -> dict[str, Optional[float]]:
+def _ecc_counts(scope: Optional[ET.Element]) -> dict[str, Any]:
     """Correctable/uncorrectable totals with their DRAM/SRAM split, whichever layout the driver writes."""
     if scope is not None and scope.find("single_bit") is not None:
         # Pre-Ampere layout: single/double bit counts per memory location; device_memory is the DRAM.
@@ -258,10 +389,16 @@ def _retired_pages(node: Optional[ET.Element]) -> dict[str, Any]:
     }
 
 
-def _remapped_rows(node: Optional[ET.Element]) -> Optional[dict[str, Any]]:
-    """None where the GPU has no row remapper (pre-Ampere) or cannot report it (MIG enabled): the element is 'N/A'."""
-    if node is None or len(node) == 0:
+def _remapped_rows(node: Optional[ET.Element]) -> Any:
+    """None where the GPU has no row remapper (pre-Ampere) or cannot report it (MIG enabled): the element is 'N/A'.
+
+    Unreadable where the element's text is an error string instead of the structure.
+    """
+    if node is None:
         return None
+    if len(node) == 0:
+        value = value_at(node)
+        return value if isinstance(value, Unreadable) else None
     histogram = node.find("row_remapper_histogram")
     if histogram is None:
         histogram = node.find("remapped_row_histogram")
@@ -276,7 +413,7 @@ def _remapped_rows(node: Optional[ET.Element]) -> Optional[dict[str, Any]]:
     }
 
 
-def _temperature(node: Optional[ET.Element]) -> dict[str, Optional[float]]:
+def _temperature(node: Optional[ET.Element]) -> dict[str, Any]:
     return {
         "gpu_c": number_at(node, "gpu_temp"),
         "memory_c": number_at(node, "memory_temp"),
@@ -293,7 +430,7 @@ def _temperature(node: Optional[ET.Element]) -> dict[str, Optional[float]]:
     }
 
 
-def _power(gpu: ET.Element) -> dict[str, Optional[float]]:
+def _power(gpu: ET.Element) -> dict[str, Any]:
     node = gpu.find("gpu_power_readings")
     if node is None:
         node = gpu.find("power_readings")
@@ -307,7 +444,7 @@ def _power(gpu: ET.Element) -> dict[str, Optional[float]]:
     }
 
 
-def _clocks(node: Optional[ET.Element]) -> dict[str, Optional[float]]:
+def _clocks(node: Optional[ET.Element]) -> dict[str, Any]:
     return {
         "graphics_mhz": number_at(node, "graphics_clock"),
         "sm_mhz": number_at(node, "sm_clock"),

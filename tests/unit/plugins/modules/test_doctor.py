@@ -57,3 +57,30 @@ def test_check_mode_runs_and_changes_nothing(capsys, monkeypatch):
     monkeypatch.setattr(doctor._doctor, "run", _fake_run("healthy"))
     code, out = _main(capsys, _ansible_check_mode=True)
     assert code == 0 and out["changed"] is False and out["overall_status"] == "healthy"
+
+
+def test_a_tiny_total_deadline_still_returns_the_whole_result(capsys, monkeypatch):
+    import threading
+
+    from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue
+    from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, READ_FAILED
+
+    def slow_host(options):
+        threading.Event().wait(0.05)  # the deadline passes while the host facts are read
+        return {"hostname": "slow-host"}
+
+    monkeypatch.setitem(catalogue.PROBES, "host", slow_host)
+    code, out = _main(capsys, timeouts={"total": "0.01"})  # a string: the argument spec makes it a number
+    assert code == 0 and out["changed"] is False
+    assert len(out["checks"]) == len(doctor._doctor.list_catalogue())
+    assert sum(out["summary"].values()) == len(out["checks"])
+    reason = "not run: doctor deadline (timeouts.total=0.01s)"
+    assert out["probes"]["nvidia_smi"]["status"] == READ_FAILED and out["probes"]["nvidia_smi"]["reason"] == reason
+    not_run = [c for c in out["checks"] if c["message"] == reason]
+    assert not_run and all(c["status"] == ERROR for c in not_run)
+    assert out["environment"]["hostname"] == "slow-host"
+
+
+def test_an_unknown_timeout_key_is_rejected(capsys):
+    code, out = _main(capsys, timeouts={"nvidia-smi": 3})
+    assert code == 1 and "nvidia-smi" in out["msg"]

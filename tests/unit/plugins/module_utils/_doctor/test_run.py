@@ -142,7 +142,7 @@ def test_deterministic_results_diff_clean():
 @pytest.mark.parametrize("kwargs, message", [
     ({"only": ["gpu.ecc"]}, "only: 'gpu.ecc' matches no check id"),
     ({"exclude": ["nosuch"]}, "exclude: 'nosuch' matches no check id"),
-    ({"timeouts": {"nvidia-smi": 3}}, "timeouts: unknown probe 'nvidia-smi'; accepted: command, kernel_log, nvidia_smi, torch"),
+    ({"timeouts": {"nvidia-smi": 3}}, "timeouts: unknown probe 'nvidia-smi'; accepted: command, kernel_log, nvidia_smi, torch, total"),
     ({"timeouts": {"torch": 0}}, "timeouts.torch: 0 is not a positive number of seconds"),
     ({"timeouts": {"torch": "10"}}, "timeouts.torch: '10' is not a positive number of seconds"),
     ({"expect": {"no_such_key": 1}}, "expect: unknown key 'no_such_key'"),

@@ -67,3 +67,53 @@ def test_call_with_timeout():
         command.call_with_timeout(lambda: time.sleep(3), 0.2, "sleeper")
     with pytest.raises(ZeroDivisionError):
         command.call_with_timeout(lambda: 1 // 0, 5, "division")
+
+
+def _escape_script(pid_file):
+    """Python code that leaves the process group with setsid(2), writes its pid, and sleeps."""
+    return ("import os; os.setsid(); open(%r, 'w').write(str(os.getpid())); os.execvp('sleep', ['sleep', '600'])"
+            % str(pid_file))
+
+
+def _wait_gone(pid):
+    """True once no process (not even a zombie) has this pid; kills it and returns False if it stays."""
+    for _ in range(200):
+        if not os.path.exists("/proc/%d" % pid):
+            return True
+        time.sleep(0.01)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl are Linux")
+def test_a_setsid_grandchild_under_a_live_parent_is_killed_at_the_deadline(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    script = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', %r]); time.sleep(600)" % _escape_script(pid_file)
+    with pytest.raises(ProbeError, match="timed out after 1s"):
+        command.run([sys.executable, "-c", script], 1)
+    assert _wait_gone(int(pid_file.read_text())), "the setsid'd grandchild survived"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl are Linux")
+def test_an_orphaned_setsid_grandchild_is_adopted_and_killed_at_the_deadline(tmp_path):
+    # The intermediate process exits at once: the grandchild is an orphan in its own session, which only the
+    # subreaper can still find (without it, init would adopt it and it would hold the pipes open for ever).
+    pid_file = tmp_path / "grandchild.pid"
+    script = ("( '%s' -c \"%s\" & ); while [ ! -s '%s' ]; do sleep 0.01; done; exec sleep 600"
+              % (sys.executable, _escape_script(pid_file), pid_file))
+    with pytest.raises(ProbeError, match="timed out after 1s"):
+        command.run(["sh", "-c", script], 1)
+    assert command.become_subreaper()
+    assert _wait_gone(int(pid_file.read_text())), "the orphaned grandchild survived"
+
+
+def test_the_process_table_and_descendants(tmp_path):
+    table = command.process_table()
+    me = os.getpid()
+    assert table[me][1] == os.getppid()
+    fake = {10: ("S", 1, 10, 10, 5), 11: ("S", 10, 10, 10, 6), 12: ("S", 11, 12, 12, 7), 13: ("S", 1, 13, 13, 1),
+            14: ("S", me, 14, 14, 8), 15: ("S", me, 15, 15, 2)}
+    # 11 and 12 below 10 (12 left with setsid), 14 adopted after 10 started; 13 unrelated, 15 older than 10
+    assert command.descendants(10, fake) == {10, 11, 12, 14}
+    assert command.process_table(str(tmp_path / "no-proc")) == {}

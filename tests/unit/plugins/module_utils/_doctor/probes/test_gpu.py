@@ -270,7 +270,7 @@ def test_bad_window_and_no_tool_at_all(tmp_path, monkeypatch):
         gpu_probes.probe_kernel_log(options())
 
 
-def test_xid_storm_keeps_the_newest_events(tmp_path, monkeypatch):
+def test_xid_storm_keeps_the_newest_events_and_counts_every_one(tmp_path, monkeypatch):
     line = "2026-11-22T13:20:00+0000 h kernel: NVRM: Xid (PCI:0000:3b:00): 13, pid=%d, Graphics Exception\n"
     log = tmp_path / "storm.txt"
     log.write_text("".join(line % pid for pid in range(gpu_probes.MAX_XID_EVENTS + 20)))
@@ -279,6 +279,20 @@ def test_xid_storm_keeps_the_newest_events(tmp_path, monkeypatch):
     data = gpu_probes.probe_kernel_log(options())
     assert len(data["xids"]) == gpu_probes.MAX_XID_EVENTS and data["xids_dropped"] == 20
     assert data["xids"][-1]["pid"] == gpu_probes.MAX_XID_EVENTS + 19
+    assert [(g["pci"], g["code"], g["count"]) for g in data["xid_counts"]] == [("0000:3b:00", 13, gpu_probes.MAX_XID_EVENTS + 20)]
+
+
+def test_one_deadline_covers_journalctl_and_the_dmesg_fallback(tmp_path, monkeypatch):
+    calls = tmp_path / "calls.txt"
+    executable(tmp_path, "journalctl", "echo journalctl >> '%s'\nexec /bin/sleep 30" % calls)
+    executable(tmp_path, "dmesg", "echo dmesg >> '%s'\n/bin/cat '%s'" % (
+        calls, planted_dmesg(tmp_path, datetime.datetime.now(datetime.timezone.utc))))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ProbeError) as info:
+        gpu_probes.probe_kernel_log(options(timeouts=dict(TIMEOUTS, kernel_log=1)))
+    reason = str(info.value)
+    assert "deadline (timeouts.kernel_log) ran out before dmesg could run" in reason and "timed out after 1s" in reason
+    assert calls.read_text().splitlines() == ["journalctl"]  # journalctl once, dmesg never started
 
 
 # NVLink and Fabric Manager
@@ -313,10 +327,41 @@ def test_fabric_manager_absent_without_nvswitch_and_state_with_one(tmp_path, mon
     bindir.mkdir()
     executable(bindir, "systemctl", '[ "$2" = "nvidia-fabricmanager" ] || exit 4\necho inactive\nexit 3')
     monkeypatch.setenv("PATH", str(bindir))
-    data = gpu_probes.probe_fabric_manager(options(), root=str(root))
-    assert data == {"nvswitches": ["0000:c3:00.0"], "service": "nvidia-fabricmanager", "active_state": "inactive"}
+    missing = str(tmp_path / "no-such.log")
+    data = gpu_probes.probe_fabric_manager(options(fabric_manager_log=missing), root=str(root))
+    assert data == {"nvswitches": ["0000:c3:00.0"], "service": "nvidia-fabricmanager", "active_state": "inactive",
+                    "log": {"path": missing, "status": "absent", "reason": "%s does not exist" % missing,
+                            "nvswitch_errors": [], "errors": [], "errors_total": 0}}
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    assert gpu_probes.probe_fabric_manager(options(), root=str(root))["active_state"] is None
+    assert gpu_probes.probe_fabric_manager(options(fabric_manager_log=missing), root=str(root))["active_state"] is None
+
+
+def fabric_log_copy(tmp_path, now, *planted):
+    """A copy of the recorded Fabric Manager log with its timestamps moved to an hour ago, and lines planted after it."""
+    stamp = (now - datetime.timedelta(hours=1)).strftime("%b %d %Y %H:%M:%S")
+    lines = []
+    for line in read_fixture("kernel-log", "fabricmanager-gpud.log").splitlines() + list(planted):
+        lines.append("[%s]%s" % (stamp, line.split("]", 1)[1]) if line.startswith("[") and " 20" in line[:14] else line)
+    path = tmp_path / "fabricmanager.log"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_fabric_manager_log_errors_are_read_within_the_window(tmp_path, monkeypatch):
+    root = lay_out_pci(tmp_path / "hgx", [("0000:86:00.0", "0x10de", "0x1af1", "0x068000", None)])
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    now = datetime.datetime.now()
+    non_fatal, fatal = read_fixture("kernel-log", "fabricmanager-error-lines.txt").splitlines()
+    healthy = gpu_probes.probe_fabric_manager(options(fabric_manager_log=fabric_log_copy(tmp_path, now)), root=str(root))
+    assert healthy["log"]["status"] == "ok" and healthy["log"]["nvswitch_errors"] == [] and healthy["log"]["errors_total"] == 0
+    path = fabric_log_copy(tmp_path, now, non_fatal, fatal, non_fatal)
+    log = gpu_probes.probe_fabric_manager(options(fabric_manager_log=path), root=str(root))["log"]
+    assert [(e["address"], e["code"], e["count"], e["fatal"]) for e in log["nvswitch_errors"]] == [
+        ("0000:86:00", 12028, 2, False), ("0000:86:00", 20034, 1, True)]
+    # The recorded dates are in 2024/2025: outside a 24 h window they are not read.
+    old = tmp_path / "old.log"
+    old.write_text(read_fixture("kernel-log", "fabricmanager-error-lines.txt"))
+    assert gpu_probes.probe_fabric_manager(options(fabric_manager_log=str(old)), root=str(root))["log"]["nvswitch_errors"] == []
 
 
 # NVML when it works: this machine has no GPU, so the calls of the real pynvml module are pointed at

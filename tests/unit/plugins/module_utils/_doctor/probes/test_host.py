@@ -75,3 +75,30 @@ def test_garbage_files_do_not_break_the_host_probe(tmp_path):
     data = host.probe_host(OPTIONS, root=str(tmp_path), environ={})
     assert data["memory_total_bytes"] is None and data["os_id"] is None
     assert data["logical_cpus"] >= 1
+
+
+def test_a_fifo_as_nccl_conf_is_an_error_of_that_file_not_a_hang(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    fifo = home / ".nccl.conf"
+    os.mkfifo(str(fifo))  # no writer: open() blocks like a read on a hung NFS home
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/nccl.conf").write_text("NCCL_DEBUG=WARN\n")
+    try:
+        data = host.probe_host({"timeouts": {"command": 0.2}}, root=str(tmp_path), environ={"HOME": str(home)})
+    finally:
+        try:
+            os.close(os.open(str(fifo), os.O_WRONLY | os.O_NONBLOCK))  # let the stuck reader go
+        except OSError:
+            pass
+    assert data["nccl_conf_errors"] == ["read(%s) timed out after 0.2s" % fifo]
+    assert data["nccl_settings"] == {"NCCL_DEBUG": {"value": "WARN", "source": str(tmp_path / "etc/nccl.conf")}}
+
+
+def test_an_unreadable_nccl_conf_is_listed_a_missing_one_is_not(tmp_path):
+    (tmp_path / "etc").mkdir()
+    directory = tmp_path / "etc/nccl.conf"
+    directory.mkdir()  # exists, cannot be read as a file
+    data = host.probe_host(OPTIONS, root=str(tmp_path), environ={"HOME": str(tmp_path / "nohome")})
+    assert len(data["nccl_conf_errors"]) == 1 and str(directory) in data["nccl_conf_errors"][0]
+    assert data["nccl_settings"] == {}

@@ -30,6 +30,24 @@ def test_dev_shm_on_this_machine_matches_statvfs():
     assert data["exists"] and data["size_bytes"] == st.f_blocks * st.f_frsize
 
 
+def test_a_hung_statvfs_of_dev_shm_and_of_a_disk_path_is_an_error_not_a_hang(tmp_path):
+    import threading
+    release = threading.Event()
+
+    def hung(path):
+        release.wait(60)  # a hung NFS or Lustre mount: statvfs never returns
+        raise OSError("released")
+
+    options = {"timeouts": {"command": 0.2}, "disk_paths": [str(tmp_path)]}
+    try:
+        with pytest.raises(ProbeError, match=r"statvfs\(%s\) timed out after 0.2s" % tmp_path):
+            system.probe_dev_shm(options, path=str(tmp_path), statvfs=hung)
+        with pytest.raises(ProbeError, match=r"statvfs\(%s\) timed out after 0.2s" % tmp_path):
+            system.probe_disk_space(options, statvfs=hung)
+    finally:
+        release.set()
+
+
 def test_dev_shm_64_mib_and_missing(tmp_path):
     docker_default = recorded_statvfs("statvfs-dev-shm.json", f_blocks=16384, f_bfree=16384, f_bavail=16384)
     data = system.probe_dev_shm(OPTIONS, path=str(tmp_path), statvfs=lambda p: docker_default)

@@ -2,7 +2,16 @@
 
 import datetime
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import parse_gpu_uuids, parse_timestamp, parse_xid_lines, since
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import (
+    parse_gpu_uuids,
+    parse_loss_lines,
+    parse_sxid_lines,
+    parse_timestamp,
+    parse_xid_lines,
+    scan,
+    scan_fabric_manager_log,
+    since,
+)
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import classify, pci_key
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
@@ -69,3 +78,58 @@ def test_pci_class_codes():
     assert classify("0x030200") == "gpus" and classify("0x030000") == "gpus"
     assert classify("0x068000") == "nvswitches"
     assert classify("0x040300") is None  # the GPU's HDMI audio function
+
+
+def test_every_recorded_loss_form_is_found_with_its_address():
+    def kinds(name):
+        return [(e["kind"], e["pci"], e["instance"]) for e in parse_loss_lines(read_fixture("kernel-log", name))]
+    assert kinds("gpu-lost-no-xid-nvsentinel-155.txt") == [("fallen_off_bus", "0000:b3:00", None)]
+    assert kinds("fallen-off-bus-old-bumblebee-554.txt") == [("fallen_off_bus", "0000:01:00", None)]
+    # The Xid 79 line is an Xid, not a loss line; the driver's own line after it is.
+    assert kinds("fallen-off-bus-with-sxid-gpud.txt") == [("fallen_off_bus", "0000:91:00", None)]
+    assert kinds("gsp-init-failed-ogkm-1230.txt") == [
+        ("gsp_timeout", None, "GPU6"), ("gsp_init_failed", "0000:a1:00", None), ("gsp_init_failed", "0000:a1:00", None)]
+    assert kinds("init-failed-cmpunlocker-4.txt") == [("init_failed", "0000:01:00", None)]
+    assert kinds("reset-required-ogkm-1045.txt") == [("reset_required", None, "GPU0")]
+    assert kinds("hgx-h100-boot-assembled.txt") == [] and kinds("nvrm-xid-lines.txt") == []
+
+
+def test_sxid_lines_and_their_continuations():
+    events = parse_sxid_lines(read_fixture("kernel-log", "sxid-non-fatal-nvtrust-124.txt"))
+    assert [(e["address"], e["switch"], e["code"], e["fatal"], e["header"]) for e in events] == [
+        ("0000:02:00", 1, 22013, False, True), ("0000:02:00", 1, 22013, None, False), ("0000:02:00", 1, 22013, None, False)]
+    summary = scan(read_fixture("kernel-log", "sxid-non-fatal-nvtrust-124.txt"))
+    assert [(g["device"], g["code"], g["count"], g["fatal"]) for g in summary["sxid_counts"]] == [("0000:02:00.0", 22013, 1, False)]
+    data_only = scan(read_fixture("kernel-log", "sxid-data-only-gpud-pr338.txt"))["sxid_counts"]
+    assert [(g["code"], g["count"], g["fatal"], g["first_seen"]) for g in data_only] == [
+        (12028, 1, None, "2025-01-25T10:34:54.859532+00:00")]
+
+
+def test_xid_45_remembers_the_xid_it_names():
+    counts = scan(read_fixture("kernel-log", "xid45-caused-by-ogkm-1150.txt"))["xid_counts"]
+    assert [(g["pci"], g["code"], g["caused_by"]) for g in counts] == [
+        ("0000:dc:00", 45, {"149": 1}), ("0000:ed:00", 45, {"145": 1}), ("0000:ba:00", 45, {"145": 1}),
+        ("0000:97:00", 45, {"145": 1})]
+
+
+def test_scan_counts_the_whole_window_and_applies_the_cutoff():
+    log = read_fixture("kernel-log", "dmesg-iso-kvm-guest.txt").splitlines()
+    xid = "NVRM: Xid (PCI:0000:3b:00): 13, pid=1234, Graphics Exception"
+    log.insert(2, "2026-11-21T10:00:00,000000+00:00 " + xid.replace("13,", "48,"))
+    log += ["2026-11-22T13:20:00,000000+00:00 " + xid] * 700
+    text = "\n".join(log)
+    summary = scan(text)
+    assert [(g["code"], g["count"]) for g in summary["xid_counts"]] == [(48, 1), (13, 700)]
+    assert summary["xids_total"] == 701 and summary["xids_dropped"] == 701 - len(summary["xids"])
+    cutoff = datetime.datetime(2026, 11, 22, 0, 0, tzinfo=UTC)
+    assert [(g["code"], g["count"]) for g in scan(text, cutoff)["xid_counts"]] == [(13, 700)]
+
+
+def test_fabric_manager_log_entries():
+    text = read_fixture("kernel-log", "fabricmanager-gpud.log") + read_fixture("kernel-log", "fabricmanager-error-lines.txt")
+    found = scan_fabric_manager_log(text)
+    assert [(g["address"], g["code"], g["fatal"], g["first_seen"]) for g in found["nvswitch_errors"]] == [
+        ("0000:86:00", 12028, False, "2025-02-27T15:10:02"), ("0000:86:00", 20034, True, "2024-07-23T07:53:55")]
+    assert found["errors_total"] == 0
+    assert scan_fabric_manager_log(text, datetime.datetime(2025, 1, 1))["nvswitch_errors"][0]["code"] == 12028
+    assert len(scan_fabric_manager_log(text, datetime.datetime(2025, 1, 1))["nvswitch_errors"]) == 1

@@ -177,3 +177,34 @@ def test_nvlink_status_without_links_and_with_unknown_text():
     (gpu,) = parse_nvlink_status("GPU 0: X (UUID: GPU-1)\n\t Link 0: some new state\n")
     assert gpu["links"][0]["active"] is None and gpu["links"][0]["state"] == "some new state"
     assert parse_nvlink_status("") == []
+
+
+@pytest.mark.parametrize("raw, kind", [
+    (None, "absent"), ("", "absent"), ("N/A", "absent"), ("[N/A]", "absent"), ("Not Supported", "absent"),
+    ("[Not Supported]", "absent"), ("Not Available", "absent"), ("Requested functionality has been deprecated", "absent"),
+    ("Unknown Error", "unreadable"), ("[Unknown Error]", "unreadable"), ("GPU is lost", "unreadable"),
+    ("[GPU requires reset]", "unreadable"), ("Insufficient Permissions", "unreadable"), ("ERR!", "unreadable"),
+    ("[Not Found]", "unreadable"), ("Timeout", "unreadable"), ("[Something New]", "unreadable"),
+    ("27 C", "value"), ("None", "value"), ("Enabled", "value")])
+def test_read_value_tells_absent_from_unreadable(raw, kind):
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import read_value
+    assert read_value(raw)[0] == kind
+
+
+def test_unreadable_values_are_none_and_named_in_the_record():
+    text = read_fixture("nvidia-smi", "rtx-3080-v13.xml")
+    text = text.replace("<gpu_temp>27 C</gpu_temp>", "<gpu_temp>[Unknown Error]</gpu_temp>", 1)
+    text = text.replace("<replay_counter>0</replay_counter>", "<replay_counter>%s</replay_counter>" % ("9" * 5000), 1)
+    text = text.replace("<gpu_recovery_action>None", "<gpu_recovery_action>Drain and Reset", 1)
+    gpu = parse_nvidia_smi(text)["gpus"][0]
+    assert gpu["temperature"]["gpu_c"] is None and gpu["unreadable"]["temperature.gpu_c"] == "[Unknown Error]"
+    assert gpu["pcie"]["replay_counter"] is None and gpu["unreadable"]["pcie.replay_counter"].startswith("value out of range")
+    assert gpu["recovery"]["action"] == "Drain and Reset" and gpu["virtualization_mode"] == "None"
+    assert len(gpu["unreadable"]["pcie.replay_counter"]) < 100
+
+
+@pytest.mark.parametrize("text", ("1e999", "inf", "nan", "9" * 30, "-" + "9" * 5000, "18446744073709551617 MiB"))
+def test_numbers_beyond_range_are_unreadable_not_numbers(text):
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable
+    node = ET.fromstring("<t><v>%s</v></t>" % text)
+    assert isinstance(number_at(node, "v"), Unreadable)
