@@ -54,6 +54,9 @@ PROBES: dict[str, Callable[..., Any]] = {
 # Seconds a probe may run past the run deadline before it is abandoned: its own commands are bounded by the
 # deadline, and killing a command's process tree and reaping it takes a moment.
 DEADLINE_GRACE_S = 5.0
+# Probes that only read /proc and /sys: a read of a dead device's files can block for good, so each of these
+# probes is bounded as a whole by timeouts.command (their reads take no deadline one by one).
+FILE_PROBES = frozenset({"nvidia_pci", "kernel_module", "edac", "numa", "cgroups", "infiniband"})
 # The least timeout a probe is given once the deadline is near: a command still starts and times out at once.
 _MIN_TIMEOUT_S = 0.001
 
@@ -137,8 +140,14 @@ def _watch_name(name: str) -> str:
 
 
 def _call(probe: Callable[..., Any], options: Mapping[str, Any], name: str, deadline: Optional[Deadline]) -> Any:
-    """probe(options); under a deadline in a watched thread, abandoned DEADLINE_GRACE_S after it (CallTimedOut)."""
-    if deadline is None:
+    """probe(options); under a deadline in a watched thread, abandoned DEADLINE_GRACE_S after it (CallTimedOut).
+
+    A FILE_PROBES probe is also bounded by timeouts.command; past that it fails on its own (ProbeError naming it).
+    """
+    run_left = None if deadline is None else max(0.0, deadline.at - time.monotonic()) + DEADLINE_GRACE_S
+    own = (options.get("timeouts") or {}).get("command") if name in FILE_PROBES else None
+    if own and (run_left is None or own < run_left):
+        return call_with_timeout(lambda: probe(options), own, "probe %s (reading /proc and /sys)" % name)
+    if run_left is None:
         return probe(options)
-    budget = max(0.0, deadline.at - time.monotonic()) + DEADLINE_GRACE_S
-    return call_with_timeout(lambda: probe(options), budget, _watch_name(name))
+    return call_with_timeout(lambda: probe(options), run_left, _watch_name(name))

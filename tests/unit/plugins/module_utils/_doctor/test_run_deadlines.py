@@ -179,6 +179,23 @@ def test_a_probe_stuck_past_the_deadline_is_abandoned_and_the_run_returns(monkey
     assert result["environment"].get("hostname") is None
 
 
+def test_a_sysfs_probe_stuck_on_a_dead_device_fails_at_the_command_timeout_and_the_next_probe_runs():
+    release = threading.Event()
+
+    def stuck(options):
+        release.wait(60)  # a read of a dead GPU's sysfs file that never returns
+        return {}
+
+    try:
+        out = probe_catalogue.collect(["nvidia_pci", "host"], {"timeouts": {"command": 0.2}},
+                                      {"nvidia_pci": stuck, "host": lambda o: {"hostname": "h"}})
+    finally:
+        release.set()
+    assert out["nvidia_pci"]["status"] == _status.READ_FAILED
+    assert out["nvidia_pci"]["reason"] == "probe nvidia_pci (reading /proc and /sys) timed out after 0.2s"
+    assert out["host"] == dict(out["host"], status=_status.READ_OK, data={"hostname": "h"})
+
+
 def test_probe_timeouts_are_capped_by_the_time_left():
     seen = {}
 
