@@ -182,6 +182,19 @@ def _detail(gpu: Mapping[str, Any], **values: Any) -> dict[str, Any]:
     return out
 
 
+def _with_counts(counts: list[dict[str, Any]], found: Finding) -> Finding:
+    """Every judged GPU's error count in details.counts_by_gpu (details.gpus names only the GPUs that are not
+    PASS), so the fleet report can compare each GPU with its hardware class whatever the verdict."""
+    if counts:
+        found["details"]["counts_by_gpu"] = counts
+    return found
+
+
+def _counted(counts: list[dict[str, Any]], gpu: Mapping[str, Any], count: Optional[int]) -> None:
+    if count is not None:
+        counts.append(dict(gpu_ref(gpu), count=count))
+
+
 def _label(detail: Mapping[str, Any]) -> str:
     """'GPU 2 (00000000:3B:00.0)'; 'GPU at 0000:3b:00' for an address nvidia-smi does not list."""
     index, address = detail.get("index"), detail.get("pci_bus_id")
@@ -710,6 +723,7 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
     """
     threshold = _expect.get(expect, ECC_CORRECTABLE_WARN)
     results = []
+    counts: list[dict[str, Any]] = []
     gpus = _gpus(probes)
     for gpu in gpus:
         volatile, aggregate = gpu["ecc"]["volatile"], gpu["ecc"]["aggregate"]
@@ -719,6 +733,7 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
         lifetime = _uncorrectable(aggregate, "aggregate")
         correctable = volatile["correctable"] or 0
         detail = _detail(gpu, volatile=volatile, aggregate=aggregate)
+        _counted(counts, gpu, volatile["correctable"])
         if current:
             results.append((FAIL, detail, "uncorrectable ECC errors since the driver loaded (%s)" % _counts(current)))
         elif lifetime:
@@ -729,11 +744,11 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "SRAM correctable error threshold exceeded"))
         else:
             results.append((PASS, detail, "no uncorrectable errors"))
-    return _verdict(_with_unreadable(results, gpus, _READS_ECC_ERRORS), "no uncorrectable ECC errors on %d GPU(s)" % len(results),
+    return _with_counts(counts, _verdict(_with_unreadable(results, gpus, _READS_ECC_ERRORS), "no uncorrectable ECC errors on %d GPU(s)" % len(results),
                     {FAIL: RESET_OR_DRAIN + "; replace the GPU if uncorrectable errors recur.",
                      WARN: "Watch the GPU: check gpu.row_remap, reset it at the next maintenance window and replace it "
                            "if errors recur; clear a reviewed lifetime count with nvidia-smi -p 1."},
-                    skip_message="no GPU reports ECC counters (ECC disabled or unsupported)")
+                    skip_message="no GPU reports ECC counters (ECC disabled or unsupported)"))
 
 
 def _uncorrectable(counts: Mapping[str, Any], scope: str) -> dict[str, int]:
@@ -770,6 +785,7 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
     """
     unc_warn, dbe_fail = _expect.get(expect, ROW_REMAP_UNC_WARN), _expect.get(expect, RETIRED_DBE_FAIL)
     results = []
+    counts: list[dict[str, Any]] = []
     gpus = _gpus(probes)
     for gpu in gpus:
         remap, retired = gpu["remapped_rows"], gpu["retired_pages"]
@@ -778,6 +794,7 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
             remap = None  # the structure is there but nothing in it is readable
         if remap is not None:
             detail = _detail(gpu, remapped_rows=remap)
+            _counted(counts, gpu, (remap["correctable"] or 0) + (remap["uncorrectable"] or 0))
             exhausted = remap["histogram"].get("none") or 0
             if remap["failure"]:
                 results.append((FAIL, detail, "row remapping failed"))
@@ -791,6 +808,7 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
                 results.append((PASS, detail, "no pending or failed remap"))
         elif retired["single_bit"] is not None or retired["double_bit"] is not None:
             detail = _detail(gpu, retired_pages=retired)
+            _counted(counts, gpu, (retired["single_bit"] or 0) + (retired["double_bit"] or 0))
             dbe, total = retired["double_bit"] or 0, (retired["single_bit"] or 0) + (retired["double_bit"] or 0)
             if dbe >= dbe_fail or total >= RETIRED_PAGES_LIMIT:
                 results.append((FAIL, detail, "%d pages retired (%d for double-bit errors)" % (total, dbe)))
@@ -799,12 +817,13 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
             else:
                 results.append((PASS, detail, "%d pages retired" % total))
     mig = any(_mode(g["mig"]["current"]) == "enabled" and g["remapped_rows"] is None for g in _gpus(probes))
-    return _verdict(_with_unreadable(results, gpus, _READS_ROW_REMAP), "no pending or failed row remap / page retirement on %d GPU(s)" % len(results),
+    return _with_counts(counts, _verdict(_with_unreadable(results, gpus, _READS_ROW_REMAP),
+                                         "no pending or failed row remap / page retirement on %d GPU(s)" % len(results),
                     {FAIL: "Drain the node and replace the GPU (remapping failed or retired pages at the limit).",
                      WARN: RESET_OR_DRAIN + " to apply a pending remap or retirement; replace the GPU when spare rows "
                                             "run out or remaps keep growing."},
                     skip_message="no GPU reports row remapping or retired pages%s" % (
-                        " (not reported while MIG is enabled)" if mig else ""))
+                        " (not reported while MIG is enabled)" if mig else "")))
 
 
 # nvidia-smi's gpu_recovery_action (DTD v13, NVML nvmlGpuRecoveryAction_t) -> what to do.
@@ -1098,21 +1117,23 @@ def pcie_replay(probes: Probes, expect: Expect) -> Finding:
     """
     threshold = _expect.get(expect, PCIE_REPLAY_WARN)
     results = []
+    counts: list[dict[str, Any]] = []
     gpus = _gpus(probes)
     for gpu in gpus:
         replays, rollovers = gpu["pcie"]["replay_counter"], gpu["pcie"]["replay_rollover_counter"]
         if replays is None:
             continue
         detail = _detail(gpu, replays=replays, rollovers=rollovers)
+        _counted(counts, gpu, replays)
         if rollovers:
             results.append((WARN, detail, "PCIe replay counter rolled over %d time(s)" % rollovers))
         elif replays > threshold:
             results.append((WARN, detail, "%d PCIe replays (over %d)" % (replays, threshold)))
         else:
             results.append((PASS, detail, "%d PCIe replays" % replays))
-    return _verdict(_with_unreadable(results, gpus, _READS_PCIE_REPLAY), "PCIe replays within %d on %d GPU(s)" % (threshold, len(results)),
+    return _with_counts(counts, _verdict(_with_unreadable(results, gpus, _READS_PCIE_REPLAY), "PCIe replays within %d on %d GPU(s)" % (threshold, len(results)),
                     "Reseat the GPU, riser or cable; a rising replay count means a marginal link.",
-                    skip_message="no GPU reports PCIe replays")
+                    skip_message="no GPU reports PCIe replays"))
 
 
 # Clock event reasons: which are a verdict, and which merely explain a clock.
@@ -1400,8 +1421,8 @@ def fabric_manager(probes: Probes, expect: Expect) -> Finding:
                        "Reboot the node to reset the NVSwitches and GPUs, then check `systemctl status nvidia-fabricmanager`; "
                        "if the error returns on the same NVSwitch, the baseboard needs service.")
     if switch_errors or log.get("errors_total"):
-        phrase = named or "%d [ERROR] entr%s, last: %s" % (log["errors_total"], "y" if log["errors_total"] == 1 else "ies",
-                                                             log["errors"][-1]["message"] if log.get("errors") else "?")
+        last = log["errors"][-1]["message"] if log.get("errors") else "?"
+        phrase = named or "%d [ERROR] entr%s, last: %s" % (log["errors_total"], "y" if log["errors_total"] == 1 else "ies", last)
         return finding(WARN, "Fabric Manager log %s: %s" % (log["path"], phrase), details,
                        "Read the Fabric Manager log; collect `nvidia-bug-report.sh` if NVSwitch errors repeat.")
     if state is None and not reporting:

@@ -77,7 +77,7 @@ def _escape_script(pid_file):
 
 def _wait_gone(pid):
     """True once no process (not even a zombie) has this pid; kills it and returns False if it stays."""
-    for _ in range(200):
+    for _unused in range(200):
         if not os.path.exists("/proc/%d" % pid):
             return True
         time.sleep(0.01)

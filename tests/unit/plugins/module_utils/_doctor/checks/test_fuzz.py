@@ -27,7 +27,7 @@ JUNK = ("Unknown Error", "[Unknown Error]", "GPU is lost", "[GPU requires reset]
 def garbage(rng):
     if rng.random() < 0.7:
         return rng.choice(JUNK)
-    return "".join(rng.choice("abcXYZ019 .-+%[]!/") for _ in range(rng.randint(1, 24)))
+    return "".join(rng.choice("abcXYZ019 .-+%[]!/") for _unused in range(rng.randint(1, 24)))
 
 
 def evaluate(data):
@@ -44,7 +44,7 @@ def mutate(rng, text):
         return text[: rng.randint(0, len(text))]  # truncated output
     root = ET.fromstring(text)
     nodes = [node for node in root.iter() if node is not root]
-    for _ in range(rng.randint(1, 12)):
+    for _unused in range(rng.randint(1, 12)):
         node = rng.choice(nodes)
         if rng.random() < 0.15:
             for parent in root.iter():
@@ -60,7 +60,7 @@ def mutate(rng, text):
 @pytest.mark.parametrize("seed", range(CASES // 30))
 def test_mutated_recordings_never_crash_and_stay_json(seed):
     rng = random.Random(seed)
-    for _ in range(30):
+    for _unused in range(30):
         text = mutate(rng, read_fixture("nvidia-smi", rng.choice(RECORDINGS)))
         try:
             data = parse_nvidia_smi(text)

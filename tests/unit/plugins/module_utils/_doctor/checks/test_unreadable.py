@@ -73,7 +73,7 @@ def planted(name, edit):
 def field_map(name):
     """{element path: record field path} for every element the parser reads, found by planting an error in each."""
     found = {}
-    for index, (_, path) in enumerate(leaves(ET.fromstring(read_fixture("nvidia-smi", name)))):
+    for index, (_unused, path) in enumerate(leaves(ET.fromstring(read_fixture("nvidia-smi", name)))):
         def edit(root, index=index):
             leaves(root)[index][0].text = "Unknown Error"
         unreadable = planted(name, edit)["gpus"][0]["unreadable"]
@@ -148,7 +148,7 @@ def test_lost_gpu_is_fail_in_a_multi_gpu_host_and_names_only_that_gpu():
 def test_all_na_fields_of_a_check_are_skip_nothing_readable_never_pass(name):
     mapping = field_map(name)
     for cid in READS:
-        elements = [index for (index, _), mapped in mapping.items() if any(cid in readers_of(f) for f in mapped)]
+        elements = [index for (index, _unused), mapped in mapping.items() if any(cid in readers_of(f) for f in mapped)]
         if not elements:
             continue
 
