@@ -49,6 +49,8 @@ options:
     description:
       - Directory of the history snapshots (one compact file per run) that trends and repeat offenders are computed
         from. Defaults to C(history) under O(report_dir).
+      - The findings store C(findings.json) lives here too (findings stay open until acknowledged with
+        C(playbooks/acknowledge.yml); see C(docs/fleet_report.md)). It is kept whatever O(history_keep) says.
     type: path
     env:
       - name: HYDRA_HISTORY_DIR
@@ -141,11 +143,12 @@ from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, history
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import validate as validate_batch
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import ExpectedVersionsError, parse_expected
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.evidence import build_evidence, evidence_links
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal
@@ -319,6 +322,8 @@ class CallbackModule(CallbackBase):
             options = self._analyse(report, settings)
             if options is not None:
                 self._write_history(now, settings, options)
+            self._update_findings(report, now, settings)
+            self._write_evidence(report, settings)
             paths = self._write(report, now, settings)
             if options is not None:
                 paths.extend(self._write_batch_plan(report, settings))
@@ -366,6 +371,44 @@ class CallbackModule(CallbackBase):
         except OSError as exc:
             self._display.warning("%s: cannot write the history snapshot to %s: %s" % (NAME, settings["history_dir"], exc))
         options.current_snapshot = None  # written: not held while the formats are rendered
+
+    def _update_findings(self, report: dict[str, Any], now: datetime.datetime, settings: Mapping[str, Any]) -> None:
+        """Fold this run into the findings store beside the history, and give the report its ``findings``."""
+        path = findings.store_path(settings["history_dir"])
+        problems: list[str] = []
+        try:
+            state = findings.update(findings.read_store(path, problems, now), report)
+            report["findings"] = findings.listing(state)
+            findings.write_store(path, state)
+        except OSError as exc:
+            problems.append("findings: cannot write %s: %s" % (path, exc))
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # A bug in the findings must not cost the report of what doctor found.
+            report.setdefault("findings", [])
+            problems.append("findings: not updated: %s: %s" % (type(exc).__name__, _one_line(exc)))
+        for problem in problems:
+            self._problems.append(problem)
+            self._display.warning("%s: %s" % (NAME, problem))
+
+    def _write_evidence(self, report: dict[str, Any], settings: Mapping[str, Any]) -> None:
+        """evidence/<host>/<uuid>.json per failing GPU (an RMA ticket's attachment), listed in the report's ``evidence``.
+
+        Files of GPUs that no longer fail are left in place: a ticket may still point at them."""
+        try:
+            records = build_evidence(report)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # A bug here must not cost the report of what doctor found.
+            self._display.warning("%s: no evidence files: %s: %s" % (NAME, type(exc).__name__, _one_line(exc)))
+            records = []
+        written = []
+        for record in records:
+            path = os.path.join(settings["report_dir"], *record["path"].split("/"))
+            try:
+                write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+                written.append(record)
+            except OSError as exc:
+                self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
+        report["evidence"] = evidence_links(written)
 
     def _write_batch_plan(self, report: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
         written = []

@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import STATUSES
 
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "1.2.0"
 
 
 def finding(status: str, message: str, details: Optional[Mapping[str, Any]] = None, remediation: Optional[str] = None) -> dict[str, Any]:

@@ -142,11 +142,12 @@ schema_version:
   description: Version of the result schema.
   returned: unless O(list_checks)
   type: str
-  sample: 1.1.0
+  sample: 1.2.0
 environment:
   description:
-    - Host facts (hostname, OS, kernel, CPU, memory, Python, container / WSL / VM, NCCL settings, torch and NCCL
-      versions when the torch probe ran).
+    - Host facts (hostname, OS, kernel, boot id - C(/proc/sys/kernel/random/boot_id), new at each boot, which tells
+      the fleet report's findings that a host rebooted - CPU, memory, Python, container / WSL / VM, NCCL settings,
+      torch and NCCL versions when the torch probe ran).
     - Every GPU named by index, PCI bus id, UUID, model, driver and VBIOS, with the configuration fleet drift
       compares (persistence, ECC and MIG mode, PCIe maximum generation and width, memory).
   returned: unless O(list_checks)

@@ -119,12 +119,22 @@ def test_a_hanging_nvidia_smi_is_an_error_never_a_pass(fleet):
     doctor = fleet["report"]["hosts"]["smi-hangs"]["doctor"]
     assert doctor["probes"]["nvidia_smi"]["status"] == "error"
     assert "timed out after 2s" in doctor["probes"]["nvidia_smi"]["reason"]
-    # Every check that needs nvidia-smi is ERROR; only the XID check, which reads the kernel log, can pass.
+    # driver.nvidia_smi is the root cause (ERROR); every check that needs nvidia-smi is blocked by it (SKIP naming
+    # it), never PASS; only the XID check, which reads the kernel log, can pass.
     needs_smi = set(c.id for c in CATALOGUE if "nvidia_smi" in c.requires)
     statuses = dict((c["id"], c["status"]) for c in doctor["checks"])
-    assert needs_smi & set(statuses) and all(statuses[i] == "ERROR" for i in needs_smi & set(statuses))
+    blocked_by = dict((c["id"], c.get("blocked_by")) for c in doctor["checks"])
+    assert statuses["driver.nvidia_smi"] == "ERROR"
+    assert needs_smi & set(statuses) and all(statuses[i] == "SKIP" and blocked_by[i] == "driver.nvidia_smi"
+                                             for i in needs_smi & set(statuses))
     assert [i for i, status in statuses.items() if status == "PASS"] == ["gpu.xid_errors"]
-    assert _status(fleet["report"], "smi-hangs", "gpu.ecc_errors")["status"] == "ERROR"
+    assert _status(fleet["report"], "smi-hangs", "gpu.ecc_errors")["status"] == "SKIP"
+    entry = fleet["report"]["hosts"]["smi-hangs"]
+    assert entry["status"] == "error" and entry["failing_checks"] == ["driver.nvidia_smi"]
+    assert [(r["check_id"], r["blocked"]) for r in entry["roots"]] == [
+        ("driver.nvidia_smi", len([i for i in blocked_by if blocked_by[i] == "driver.nvidia_smi"]))]
+    assert [(a["check_id"], a["status"]) for a in fleet["report"]["actions"] if "smi-hangs" in a["hosts"]] == [
+        ("driver.nvidia_smi", "ERROR")]
 
 
 def test_hosts_that_never_ran_doctor_are_in_the_report_with_the_reason(fleet):
@@ -139,9 +149,9 @@ def test_actions_are_ranked_by_severity_then_hosts_affected(fleet):
     assert [a["check_id"] for a in fails] == sorted(a["check_id"] for a in fails)  # one host each: by id
     assert actions.index(fails[-1]) < min(i for i, a in enumerate(actions) if a["status"] != "FAIL")
     assert all(a["remediation"] for a in fails)
-    persistence = [a for a in actions if a["check_id"] == "gpu.persistence_mode"][0]
-    # WARN on one host, ERROR (nvidia-smi hung) on another: the action carries the worse status.
-    assert persistence["hosts"] == ["a100-persistence-off", "smi-hangs"] and persistence["status"] == "ERROR"
+    # One action per (check, status): the WARN host only; the hung host's check is blocked by driver.nvidia_smi.
+    persistence = [(a["status"], a["hosts"]) for a in actions if a["check_id"] == "gpu.persistence_mode"]
+    assert persistence == [("WARN", ["a100-persistence-off"])]
 
 
 def test_terminal_summary_and_report_files(fleet):

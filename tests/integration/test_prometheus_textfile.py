@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import prometheus
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 from ansible_collections.continuum.hydra.tests.support.hostile_fleet import DRIFTER, STRAGGLER, hostile_report
 from ansible_collections.continuum.hydra.tests.support.prometheus import parse_prom
@@ -93,7 +94,7 @@ def test_node_exporter_serves_every_sample_with_its_labels_intact(textfile, node
     written = sorted((n, sorted(labels.items()), v) for n, labels, v in parse_prom(textfile["text"]))
     assert ours == written and len(ours) > 100
     hosts = set(dict(labels)["host"] for n, labels, v in ours if n == "hydra_host_status")
-    assert hosts == set(h.replace("\r\n", "\n") for h in textfile["report"]["hosts"])
+    assert hosts == set(printable(h.replace("\r\n", "\n")) for h in textfile["report"]["hosts"])  # control characters replaced
     assert [dict(labels)["host"] for n, labels, v in ours if n == "hydra_straggler_ratio"] == [STRAGGLER]
     assert [dict(labels)["host"] for n, labels, v in ours if n == "hydra_host_drift"] == [DRIFTER]
 

@@ -2,7 +2,8 @@
 
 Hosts are built from real recordings: each class's GPU is a GPU of a recorded `nvidia-smi -q -x`
 (tests/fixtures/nvidia-smi) parsed by the collection's own parser, replicated to the class's GPU count
-with fresh UUIDs; the environment is what doctor's `_doctor.environment()` makes of it (per-GPU modes,
+with a UUID and a serial of its own on every host (never the recording's, which would make every host's
+GPU the same GPU to history and findings); the environment is what doctor's `_doctor.environment()` makes of it (per-GPU modes,
 PCIe link and memory included). Checks are judged by the registry's own evaluate() from
 `_results.finding()`; the profile summary is what the fleet report's `profile_summary()` makes of a
 profile result built from profile's own records (`static_gpu`, `gpu_entry`, `outcome`), with each
@@ -62,6 +63,7 @@ def _gpu_record(smi_gpu, index, rng):
     gpu = copy.deepcopy(smi_gpu)
     gpu["index"] = index
     gpu["uuid"] = "GPU-%08x-%04x-%04x-%04x-%012x" % tuple(rng.getrandbits(bits) for bits in (32, 16, 16, 16, 48))
+    gpu["serial"] = "%013d" % rng.randrange(10 ** 12, 10 ** 13)
     gpu["pci_bus_id"] = "00000000:%02X:00.0" % (0x10 + index * 0x10)
     return gpu
 
@@ -137,6 +139,7 @@ class SyntheticFleet:
 
     def __init__(self, sizes, seed=1, cv=0.02):
         self.rng = random.Random(seed)
+        self.cv = cv
         self.hosts = {}  # name -> {"class", "doctor", "profile"}
         for class_name in sorted(sizes):
             fixture, count, cpu, memory, gpu_ref, host_ref = CLASSES[class_name]
@@ -149,6 +152,17 @@ class SyntheticFleet:
                 for gpu in profile["gpus"]:
                     gpu["figures"] = noisy(gpu_ref, self.rng, cv)
                 self.hosts[name] = {"class": class_name, "doctor": doctor_result(env), "profile": profile}
+
+    def next_run(self, seed):
+        """The fleet measured again: every figure redrawn around its class reference with fresh noise (same
+        hosts, GPUs and UUIDs); plant slowdowns again after it."""
+        rng = random.Random(seed)
+        for name in sorted(self.hosts):
+            record = self.hosts[name]
+            gpu_ref, host_ref = CLASSES[record["class"]][4:6]
+            record["profile"]["figures"].update(noisy(host_ref, rng, self.cv))
+            for gpu in record["profile"]["gpus"]:
+                gpu["figures"] = noisy(gpu_ref, rng, self.cv)
 
     def names(self, class_name):
         return sorted(h for h, v in self.hosts.items() if v["class"] == class_name)

@@ -7,7 +7,7 @@ tests/unit/test_docs.py fails when docs/checks.md is out of date.
 import sys
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE, PROBE_ROOTS
 
 
 def render() -> str:
@@ -18,6 +18,17 @@ def render() -> str:
         "Statuses: PASS, WARN, FAIL, SKIP (cannot apply here, with the reason), ERROR",
         "(a probe it needs failed or timed out). Per-GPU findings are in",
         "`details.gpus`, each naming `index`, `pci_bus_id` and `uuid`.",
+        "",
+        "Root causes: when a probe fails and its root check (below) is selected, that check alone is",
+        "ERROR with the reason; the other checks reading the probe are SKIP with `blocked_by` naming the",
+        "root. When the root check is not selected (`only` / `exclude`), they stay ERROR: a failed probe",
+        "never makes a host look healthy. A probe without a root makes each of its checks ERROR.",
+        "",
+        "| probe | root check |",
+        "| --- | --- |",
+    ]
+    lines += ["| `%s` | [`%s`](#%s) |" % (probe, root, root.replace(".", "")) for probe, root in PROBE_ROOTS.items()]
+    lines += [
         "",
         "| id | title | reads |",
         "| --- | --- | --- |",

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect, _results
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE, PROBE_ROOTS
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import DEFAULT_COMMAND_TIMEOUT
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
@@ -90,7 +90,8 @@ def run(only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] =
     needed = list(ALWAYS_PROBED) + [name for chk in selected for name in chk.probes]
     deadline = probe_catalogue.Deadline(start + options["timeouts"]["total"], options["timeouts"]["total"])
     envelopes = probe_catalogue.collect(needed, options, probes, deadline)
-    checks = [judge(chk, envelopes, expect) for chk in selected]
+    roots = registry.roots_for(selected, PROBE_ROOTS)
+    checks = registry.blocked([judge(chk, envelopes, expect, roots) for chk in selected])
     summary = _results.summarize(checks)
     result = {
         "schema_version": _results.SCHEMA_VERSION,
@@ -106,11 +107,15 @@ def run(only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] =
     return make_deterministic(result) if deterministic else result
 
 
-def judge(chk: registry.Check, envelopes: Mapping[str, Any], expect: Mapping[str, Any]) -> dict[str, Any]:
-    """One check's record; ERROR with the deadline's reason when a probe it reads was not run (timeouts.total)."""
+def judge(chk: registry.Check, envelopes: Mapping[str, Any], expect: Mapping[str, Any],
+          roots: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+    """One check's record; ERROR with the deadline's reason when a probe it reads was not run (timeouts.total).
+
+    ``roots``: probe -> root check id of this run (registry.roots_for): a check whose required probe failed is
+    blocked by the root that reports it."""
     not_run = [envelopes[name] for name in chk.probes if envelopes[name].get("not_run")]
     if not not_run:
-        return registry.evaluate(chk, envelopes, expect)
+        return registry.evaluate(chk, envelopes, expect, roots)
     return {"id": chk.id, "title": chk.title, "category": chk.category, "status": ERROR, "message": not_run[0]["reason"],
             "details": {"probes_not_run": [name for name in chk.probes if envelopes[name].get("not_run")]},
             "remediation": "raise timeouts.total, or lower the per-probe timeouts, so every probe fits the doctor run",
@@ -138,6 +143,8 @@ def _gpu_facts(gpu: Mapping[str, Any], driver_version: Optional[str]) -> dict[st
     return {
         "index": gpu.get("index"), "pci_bus_id": gpu.get("pci_bus_id"), "uuid": gpu.get("uuid"), "name": gpu.get("name"),
         "driver_version": driver_version, "vbios_version": gpu.get("vbios_version"),
+        # What an RMA ticket names the board by; None where the reader does not report them.
+        "serial": gpu.get("serial"), "board_part_number": gpu.get("board_part_number"),
         "persistence_mode": gpu.get("persistence_mode"), "ecc_mode": nested("ecc", "current"),
         "mig_mode": nested("mig", "current"), "pcie_gen_max": nested("pcie", "gen_max"),
         "pcie_width_max": nested("pcie", "width_max"), "memory_total_mib": nested("memory", "total_mib"),

@@ -21,10 +21,11 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.bottleneck 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.classes import classify, count_peer_groups
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import analyse_drift
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.env_drift import environment_drift
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.error_counters import analyse_error_counters
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts import host_facts
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_records
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, OPTIONAL_STATUSES
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers, merge_history
 
 GPU_IDENTITY = ("uuid", "pci_bus_id", "memory_total_mib")
 
@@ -53,10 +54,15 @@ class AnalysisOptions:
     def __init__(self, class_groups: Iterable[str] = (), host_groups: Optional[Mapping[str, Iterable[str]]] = None,
                  expected: Optional[dict[str, Any]] = None, straggler_rule: Optional[Mapping[str, float]] = None,
                  batch: Optional[Mapping[str, Any]] = None, history: Optional[Iterable[Mapping[str, Any]]] = None,
-                 history_rule: Optional[Mapping[str, float]] = None, problems: Iterable[str] = ()) -> None:
+                 history_rule: Optional[Mapping[str, float]] = None, problems: Iterable[str] = (),
+                 straggler_history_runs: Optional[int] = None) -> None:
         self.class_groups = list(class_groups or ())
         self.host_groups = host_groups or {}
         self.expected = expected            # parsed expected-versions file (drift.parse_expected) or None
+        # straggler_history_runs: how many runs (this one included) the history straggler rule combines;
+        # 0 or 1 turns it off (docs/fleet_analysis.md); None: the rule's default (3)
+        if straggler_history_runs is not None:
+            straggler_rule = dict(straggler_rule or {}, history_runs=straggler_history_runs)
         self.straggler_rule = straggler_rule
         self.batch = batch                  # {"global_batch_size", "memory_per_sample_mib", "metric"} or None
         self.history = history              # iterable of earlier snapshots, oldest first; None: no history
@@ -87,6 +93,19 @@ def _name_profiled_gpus(entry: Mapping[str, Any]) -> None:
                 gpu[key] = same[key]
 
 
+def _history_stragglers(report: Mapping[str, Any], fold: history_mod.HistoryFold, profiles: Mapping[str, Any],
+                        host_class: Mapping[str, Optional[str]]) -> None:
+    """Judge the stragglers on the last runs too (stragglers.judge_history): this run is scored first, from a
+    snapshot of its figures, and the stragglers changed before this run's snapshot is taken."""
+    fold.score(history_mod.snapshot(report), fold.runs + 1)
+    slow, judged = fold.history_stragglers(fold.runs + 1)
+    if not slow and not judged:
+        return
+    gpu_info = dict((gpu["uuid"], dict(gpu, host=host)) for host, summary in profiles.items()
+                    for gpu in gpu_records(summary) if gpu.get("uuid"))
+    merge_history(report["analysis"]["stragglers"], slow, judged, host_class, gpu_info, fold.straggler_rule)
+
+
 def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -> dict[str, Any]:
     """Add ``analysis`` (and each host's ``class``) to the report; returns the report."""
     options = options or AnalysisOptions()
@@ -109,6 +128,8 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
         "env_drift": environment_drift(manifests, dict((h, c) for h, c in host_class.items() if c)) if manifests else None,
         "stragglers": analyse_stragglers(profiles, host_class, options.straggler_rule),
         "bottleneck": analyse_bottleneck(profiles, host_class),
+        # ECC / PCIe replay / row-remap counts far above the class's: WARN even under doctor's absolute thresholds.
+        "error_counters": analyse_error_counters(hosts, host_class),
         "batch_plan": None,
         "history": None,
         "problems": options.problems,  # the same list: reading the history below may add to it
@@ -121,11 +142,13 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
     report["analysis"] = analysis
     if options.history is not None:
         rule = dict(history_mod.DEFAULT_RULE, **(options.history_rule or {}))
-        fold = history_mod.HistoryFold(rule["ewma_alpha"])
+        fold = history_mod.HistoryFold(rule["ewma_alpha"], options.straggler_rule, host_class)
         for snap in options.history:
             fold.add(snap)
             del snap  # not held while the next one is read
+        if fold.window > 1:
+            _history_stragglers(report, fold, profiles, host_class)
         options.current_snapshot = history_mod.snapshot(report)
-        fold.add(options.current_snapshot)
+        fold.add(options.current_snapshot, score=False)
         analysis["history"] = fold.result(options.current_snapshot, rule)
     return report

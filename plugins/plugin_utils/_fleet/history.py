@@ -12,9 +12,15 @@ the snapshots oldest first, one at a time, so memory does not grow with N:
   the metric got worse (sign flipped for lower-is-better metrics); "degrading" when trend <= -5 % over at
   least 3 runs;
 - repeat offenders: a GPU (by UUID, wherever it sits) or a host with a failing check (FAIL/ERROR) or a
-  straggler flag in at least 2 of the retained runs, the current one included.
+  straggler flag in at least 2 of the retained runs, the current one included: "failed in 2 of 3 runs"
+  counts each run at most once, out of the runs the host or GPU was seen in;
+- stragglers judged on history: each run's figures are scored against the host's class in that run
+  (robust z and ratio, stragglers.run_scores); the last ``window`` scores of every host and GPU are kept
+  and stragglers.judge_history() flags the ones consistently below their class.
 
-The snapshot and fold functions are pure; read_snapshots / write_snapshot do the file I/O.
+The snapshot and fold functions are pure; read_snapshots / write_snapshot do the file I/O. A snapshot that
+cannot be read or is not the expected shape is skipped with a problem line naming it and renamed aside
+(``<name>.bad``), so it neither stops the analysis nor is read again.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -22,15 +28,19 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import datetime
 import json
+import math
 import os
 import re
 from array import array
+from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import DEFAULT_RULE as STRAGGLER_RULE
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import judge_history, run_scores
 
 SNAPSHOT_KIND = "continuum.hydra.fleet_history"
 SNAPSHOT_SCHEMA_VERSION = "1.0.0"
@@ -71,7 +81,7 @@ def snapshot(report: Mapping[str, Any]) -> dict[str, Any]:
                 record["failing"].append(chk["id"])
         for uuid, flags in slow_gpus.get(name, {}).items():
             gpus.setdefault(uuid, {"index": None, "figures": {}, "failing": []})["failing"].extend(flags)
-        hosts[name] = {"status": entry["status"], "figures": host_figures(entry.get("profile")),
+        hosts[name] = {"status": entry["status"], "class": entry.get("class"), "figures": host_figures(entry.get("profile")),
                        "failing": host_failing, "gpus": gpus}
     return {"schema_version": SNAPSHOT_SCHEMA_VERSION, "kind": SNAPSHOT_KIND, "generated_at": report["generated_at"],
             "hosts": hosts}
@@ -84,14 +94,22 @@ class HistoryFold:
     index x value - so memory per series is constant however many runs are folded.
     """
 
-    def __init__(self, alpha: float = DEFAULT_RULE["ewma_alpha"]) -> None:
+    def __init__(self, alpha: float = DEFAULT_RULE["ewma_alpha"], straggler_rule: Optional[Mapping[str, float]] = None,
+                 host_class: Optional[Mapping[str, Optional[str]]] = None) -> None:
         self.alpha = alpha
         self.runs = 0
-        self.owners: dict[tuple[str, str], list[Any]] = {}     # ("host", name) or ("gpu", uuid) -> [runs seen, {metric: array(n, ewma, sum_y, sum_xy)}]
-        self.offences: dict[tuple[str, str], dict[str, Any]] = {}   # ("host", name) or ("gpu", uuid) -> {"runs", "offences", "first", "last"}
+        # ("host", name) or ("gpu", uuid) -> [runs seen, {metric: array(n, ewma, sum_y, sum_xy)}, last run seen]
+        self.owners: dict[tuple[str, str], list[Any]] = {}
+        self.offences: dict[tuple[str, str], dict[str, Any]] = {}   # ("host", name) or ("gpu", uuid) -> {"runs", "offences", "first", "last", "run"}
         self.where: dict[str, tuple[str, Any]] = {}      # gpu uuid -> (host, index) of its latest sighting
+        self.straggler_rule = dict(STRAGGLER_RULE, **(straggler_rule or {}))
+        self.window = max(0, int(self.straggler_rule["history_runs"]))
+        self.host_class = host_class or {}   # this run's classes, for snapshots written before they carried one
+        # (kind, owner) -> {metric: deque of the last ``window`` (run, robust z, ratio, value, class median)}
+        self.recent: dict[tuple[str, str], dict[str, deque[tuple[int, float, float, float, float]]]] = {}
 
-    def add(self, snap: Mapping[str, Any]) -> None:
+    def add(self, snap: Mapping[str, Any], score: bool = True) -> None:
+        """Fold one snapshot; ``score``: False when score() was already called with it (this run's)."""
         self.runs += 1
         when = snap.get("generated_at")
         for host, record in (snap.get("hosts") or {}).items():
@@ -101,11 +119,42 @@ class HistoryFold:
                 self.where[uuid] = (host, gpu.get("index"))
                 self._measure(("gpu", uuid), gpu.get("figures"))
                 self._offend(("gpu", uuid), gpu.get("failing"), when)
+        if score:
+            self.score(snap, self.runs)
+
+    def score(self, snap: Mapping[str, Any], run: int) -> None:
+        """Run ``run``'s robust z and ratio of every host and GPU figure against its class in that run."""
+        if self.window < 2:
+            return
+        samples: dict[tuple[str, str], list[tuple[Any, float]]] = {}
+        for host, record in (snap.get("hosts") or {}).items():
+            class_name = record.get("class") or self.host_class.get(host)
+            if class_name is None:
+                continue
+            for metric, value in (record.get("figures") or {}).items():
+                samples.setdefault(("host\0" + class_name, metric), []).append((("host", host), value))
+            for uuid, gpu in (record.get("gpus") or {}).items():
+                for metric, value in (gpu.get("figures") or {}).items():
+                    samples.setdefault(("gpu\0" + class_name, metric), []).append((("gpu", uuid), value))
+        for key, metric, z, ratio, value, centre in run_scores(samples, self.straggler_rule):
+            per_metric = self.recent.setdefault(key, {})
+            series = per_metric.get(metric)
+            if series is None:
+                series = per_metric[metric] = deque(maxlen=self.window)
+            series.append((run, z, ratio, value, centre))
+
+    def history_stragglers(self, run: int) -> tuple[dict[Any, list[dict[str, Any]]], set[tuple[Any, str]]]:
+        """({("host", name) or ("gpu", uuid): [slow metric]}, {(key, metric) judged}) on the last ``window``
+        runs up to ``run`` (this one, scored); stragglers.judge_history() is the rule."""
+        return judge_history(self.recent, run, self.straggler_rule)
 
     def _measure(self, key: tuple[str, str], figures: Optional[Mapping[str, float]]) -> None:
         owner = self.owners.get(key)
         if owner is None:
-            owner = self.owners[key] = [0, {}]
+            owner = self.owners[key] = [0, {}, 0]
+        if owner[2] == self.runs:
+            return  # seen twice in one run (a GPU UUID reported by two hosts): one run, one value
+        owner[2] = self.runs
         owner[0] += 1
         for metric, value in (figures or {}).items():
             state = owner[1].get(metric)
@@ -122,8 +171,10 @@ class HistoryFold:
             return
         record = self.offences.get(key)
         if record is None:
-            record = self.offences[key] = {"runs": 0, "offences": set(), "first": when, "last": when}
-        record["runs"] += 1
+            record = self.offences[key] = {"runs": 0, "offences": set(), "first": when, "last": when, "run": 0}
+        if record["run"] != self.runs:  # a run counts once, however many offences it has
+            record["runs"] += 1
+            record["run"] = self.runs
         record["offences"].update(failing)
         record["last"] = when
 
@@ -132,12 +183,13 @@ class HistoryFold:
         series is dropped as it is judged, so its state and its result are never both held for the whole fleet."""
         rule = dict(DEFAULT_RULE, **(rule or {}))
         latest = current.get("hosts") or {}
+        host_runs = dict((owner, state[0]) for (kind, owner), state in self.owners.items() if kind == "host")
         hosts: dict[str, Any] = {}
         gpus: dict[str, Any] = {}
         degrading: list[dict[str, Any]] = []
         for key in sorted(self.owners):
             kind, owner = key
-            runs, series = self.owners.pop(key)
+            runs, series, _last_run = self.owners.pop(key)
             if kind == "host":
                 measured = (latest.get(owner) or {}).get("figures") or {}
             else:
@@ -173,7 +225,8 @@ class HistoryFold:
             now = latest.get(host) or {}
             failing_now = bool(now.get("failing")) if kind == "host" else bool(((now.get("gpus") or {}).get(owner) or {}).get("failing"))
             offenders.append({"kind": kind, "host": host, "uuid": owner if kind == "gpu" else None, "index": index,
-                              "runs_failed": record["runs"], "runs": self.runs, "offences": sorted(record["offences"]),
+                              "runs_failed": record["runs"], "runs": max(record["runs"], host_runs.get(host, self.runs)),
+                              "offences": sorted(record["offences"]),
                               "first": record["first"], "last": record["last"], "failing_now": failing_now})
         offenders.sort(key=lambda o: (-o["runs_failed"], o["host"], o["kind"], o["uuid"] or ""))
         degrading.sort(key=lambda d: (d["trend"], d["host"], d["uuid"] or "", d["metric"]))
@@ -207,19 +260,67 @@ def snapshot_files(directory: str) -> list[str]:
     return sorted(n for n in names if SNAPSHOT_PATTERN.match(n))
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _figures_ok(figures: Any) -> bool:
+    return figures is None or (isinstance(figures, dict) and all(isinstance(k, str) and _is_number(v) for k, v in figures.items()))
+
+
+def _failing_ok(failing: Any) -> bool:
+    return failing is None or (isinstance(failing, list) and all(isinstance(f, str) for f in failing))
+
+
+def snapshot_problem(snap: Any) -> Optional[str]:
+    """Why a parsed snapshot cannot be folded (None when it can): everything HistoryFold reads is checked."""
+    if not isinstance(snap, dict) or snap.get("kind") != SNAPSHOT_KIND or not isinstance(snap.get("hosts"), dict):
+        return "not a %s snapshot" % SNAPSHOT_KIND
+    if not isinstance(snap.get("generated_at"), (str, type(None))):
+        return "generated_at is not a string"
+    for host, record in snap["hosts"].items():
+        if not isinstance(record, dict):
+            return "host %r is not an object" % host
+        if not (_figures_ok(record.get("figures")) and _failing_ok(record.get("failing"))):
+            return "host %r: figures or failing checks of the wrong type" % host
+        if not isinstance(record.get("class"), (str, type(None))) or not isinstance(record.get("gpus"), (dict, type(None))):
+            return "host %r: class or gpus of the wrong type" % host
+        for uuid, gpu in (record.get("gpus") or {}).items():
+            if not isinstance(gpu, dict) or not _figures_ok(gpu.get("figures")) or not _failing_ok(gpu.get("failing")):
+                return "GPU %r of host %r: not a GPU record" % (uuid, host)
+            index = gpu.get("index")
+            if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+                return "GPU %r of host %r: index is not a number" % (uuid, host)
+    return None
+
+
+def _set_aside(path: str) -> str:
+    """Rename a bad snapshot out of the history (its new name no longer matches); returns what was done."""
+    aside = path + ".bad"
+    try:
+        os.replace(path, aside)
+    except OSError as exc:
+        return "could not move it aside: %s" % (exc.strerror or exc)
+    return "kept aside as %s" % os.path.basename(aside)
+
+
 def read_snapshots(directory: str, limit: int, problems: list[str]) -> Iterator[dict[str, Any]]:
-    """The newest ``limit`` readable snapshots, oldest first; an unreadable one is a line in problems, not an error."""
+    """The newest ``limit`` readable snapshots, oldest first. An unreadable or malformed one is a line in
+    problems naming it (and is renamed aside, see the module docstring), never an error."""
     for name in snapshot_files(directory)[-limit:] if limit > 0 else []:
         snap = None  # the one yielded before is not held while this one is parsed
         path = os.path.join(directory, name)
         try:
-            with open(path) as handle:
+            with open(path, encoding="utf-8") as handle:
                 snap = json.load(handle)
         except (OSError, ValueError) as exc:
-            problems.append("history: skipped %s: %s" % (path, " ".join(str(exc).split())))
+            reason = " ".join(str(exc).split())
+            # bad JSON is set aside; a file that cannot be opened (permissions) is left for the operator
+            problems.append("history: skipped %s: %s; %s" % (path, reason, _set_aside(path) if isinstance(exc, ValueError) else "left in place"))
             continue
-        if not isinstance(snap, dict) or snap.get("kind") != SNAPSHOT_KIND or not isinstance(snap.get("hosts"), dict):
-            problems.append("history: skipped %s: not a %s snapshot" % (path, SNAPSHOT_KIND))
+        problem = snapshot_problem(snap)
+        if problem is not None:
+            problems.append("history: skipped %s: %s; %s" % (path, problem, _set_aside(path)))
             continue
         yield snap
 

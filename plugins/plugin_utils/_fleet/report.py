@@ -13,7 +13,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._results import summarize
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, host_verdict
 
-FLEET_SCHEMA_VERSION = "1.1.0"
+FLEET_SCHEMA_VERSION = "1.2.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
 
 # A host's status in the fleet report: its doctor verdict (_status.HOST_VERDICTS), or one of these when doctor gave none.
@@ -42,7 +42,7 @@ class FleetCollector:
         entry = self._hosts.get(host)
         if entry is None:
             entry = self._hosts[host] = {"status": UNCHECKED, "message": None, "failing_checks": [], "warning_checks": [],
-                                         "doctor": None, "profile": None, "env_setup": None, "class": None}
+                                         "roots": [], "doctor": None, "profile": None, "env_setup": None, "class": None}
         return entry
 
     def add_doctor(self, host: str, result: Mapping[str, Any]) -> None:
@@ -56,7 +56,7 @@ class FleetCollector:
         # Recount rather than trust the summary: the report must agree with the checks it lists.
         entry.update(status=host_verdict(summarize(checks)), message=None, doctor=result,
                      failing_checks=[c["id"] for c in checks if c["status"] in (FAIL, ERROR)],
-                     warning_checks=[c["id"] for c in checks if c["status"] == WARN])
+                     warning_checks=[c["id"] for c in checks if c["status"] == WARN], roots=roots(checks))
 
     def add_registered(self, host: str, result: object) -> None:
         """A doctor result as a play registered it (hostvars), whatever became of the task; None: it never ran."""
@@ -108,6 +108,19 @@ class FleetCollector:
         return build_report(self._hosts, generated_at, playbook)
 
 
+def roots(checks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The host's root causes: each check that blocked others (their ``blocked_by``), with how many it blocked.
+
+    In the order of the checks; a blocked check names its root, whose own status and message say what failed.
+    """
+    blocked: dict[str, int] = {}
+    for chk in checks:
+        if chk.get("blocked_by"):
+            blocked[chk["blocked_by"]] = blocked.get(chk["blocked_by"], 0) + 1
+    return [{"check_id": chk["id"], "status": chk["status"], "message": chk.get("message"), "blocked": blocked[chk["id"]]}
+            for chk in checks if chk["id"] in blocked]
+
+
 def build_report(hosts: Mapping[str, dict[str, Any]], generated_at: Optional[str], playbook: Optional[str] = None) -> dict[str, Any]:
     totals: dict[str, int] = {status: 0 for status in HOST_STATUSES}
     for status in OPTIONAL_STATUSES:
@@ -115,7 +128,7 @@ def build_report(hosts: Mapping[str, dict[str, Any]], generated_at: Optional[str
             totals[status] = 0
     check_counts: dict[str, dict[str, int]] = {}
     failing: dict[str, list[dict[str, Any]]] = {}
-    actions: dict[str, dict[str, Any]] = {}
+    actions: dict[tuple[str, str], dict[str, Any]] = {}
     for name in sorted(hosts):
         entry = hosts[name]
         totals[entry["status"]] += 1
@@ -124,8 +137,8 @@ def build_report(hosts: Mapping[str, dict[str, Any]], generated_at: Optional[str
             if counts is None:
                 counts = check_counts[chk["id"]] = dict((status, 0) for status in STATUSES)
             counts[chk["status"]] += 1
-            if chk["status"] not in _ACTION_RANK:
-                continue
+            if chk["status"] not in _ACTION_RANK or chk.get("blocked_by"):
+                continue  # a blocked check's action is its root's
             if chk["status"] in (FAIL, ERROR):
                 failing.setdefault(chk["id"], []).append({
                     "host": name, "status": chk["status"], "message": chk.get("message"),
@@ -146,19 +159,19 @@ def build_report(hosts: Mapping[str, dict[str, Any]], generated_at: Optional[str
     }
 
 
-def _add_action(actions: dict[str, dict[str, Any]], chk: Mapping[str, Any], host: str) -> None:
-    action = actions.get(chk["id"])
+def _add_action(actions: dict[tuple[str, str], dict[str, Any]], chk: Mapping[str, Any], host: str) -> None:
+    """One action per (check id, status): exactly the hosts with that check at that status, and that status's hint."""
+    key = (chk["id"], chk["status"])
+    action = actions.get(key)
     if action is None:
-        action = actions[chk["id"]] = {"check_id": chk["id"], "status": chk["status"], "remediations": {}, "hosts": []}
-    if _ACTION_RANK[chk["status"]] < _ACTION_RANK[action["status"]]:
-        action["status"] = chk["status"]
+        action = actions[key] = {"check_id": chk["id"], "status": chk["status"], "remediations": {}, "hosts": []}
     hint = chk.get("remediation")
     if hint:
         action["remediations"][hint] = action["remediations"].get(hint, 0) + 1
     action["hosts"].append(host)
 
 
-def _ranked(actions: Mapping[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _ranked(actions: Mapping[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for action in actions.values():
         hints = action.pop("remediations")

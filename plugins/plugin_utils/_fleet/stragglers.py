@@ -17,17 +17,29 @@ A value is slow when robust z <= -3.5 and it is at least 10 % worse than the med
 when ratio < 0.75 whatever the spread. A straggler is a host (or GPU) with a slow value; the metric
 with the lowest ratio is the one that makes it slow.
 
+Judged on history (judge_history, from the scores HistoryFold keeps of each run against the class in
+that run): a host or GPU scored in each of the last ``history_runs`` runs (default 3, the current one
+included) is slow on a metric when it was below its class median in every one of them (ratio < 1), the
+combined robust z sum(z) / sqrt(N) (Stouffer's) is <= ``history_z`` (-4.0) and the mean ratio is at least
+``history_shortfall`` (10 %) below the median. Noise averages out over the runs, a lasting shortfall
+does not: a host 15 % slow at 5 % noise has z about -3 in each run, missed by the one-run rule half the
+time, but -5.2 combined. Where such a history exists it decides: a one-run finding it does not confirm
+is dropped unless the run is below ``ratio_floor`` (25 % slower, a sudden fault), since one noisy run
+alone is what makes the one-run rule's false positives.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread, quantile
 
-DEFAULT_RULE: dict[str, float] = {"robust_z": -3.5, "min_shortfall": 0.10, "ratio_floor": 0.75, "min_peers": 5}
+DEFAULT_RULE: dict[str, float] = {"robust_z": -3.5, "min_shortfall": 0.10, "ratio_floor": 0.75, "min_peers": 5,
+                                  "history_runs": 3, "history_z": -4.0, "history_shortfall": 0.10}
 
 
 def _distribution(values: list[float]) -> tuple[Spread, dict[str, Any]]:
@@ -84,6 +96,101 @@ def _judge(samples: Samples, rule: Mapping[str, float]) -> tuple[dict[str, Any],
 
 def _worst_first(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(findings, key=lambda f: (f["ratio"] if f["ratio"] is not None else 0.0, f["metric"]))
+
+
+Scores = Mapping[Any, Mapping[str, Sequence[tuple[int, float, float, float, float]]]]
+
+
+def run_scores(samples: Samples, rule: Mapping[str, float]) -> Iterator[tuple[Any, str, float, float, float, float]]:
+    """(key, metric, robust z, ratio, value, median) of every value of one run whose group has at least
+    ``min_peers`` values and a spread (z and ratio both defined)."""
+    for (_group, metric), pairs in samples.items():
+        if len(pairs) < rule["min_peers"]:
+            continue
+        spread = Spread(sorted(v for _unused, v in pairs))
+        lower_better = lower_is_better(metric)
+        for key, value in pairs:
+            ratio, z = _score(value, spread, lower_better)
+            if ratio is not None and z is not None:
+                yield key, metric, z, ratio, value, spread.median
+
+
+def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -> tuple[Findings, set[tuple[Any, str]]]:
+    """({key: [slow metric]}, {(key, metric) judged}) by the history rule (module docstring); scores: {key:
+    {metric: [(run, z, ratio, value, median)]}}, the last runs of each series, oldest first; only series
+    scored in the current run and each of the runs before it are judged."""
+    runs = int(rule["history_runs"])
+    slow: Findings = {}
+    judged: set[tuple[Any, str]] = set()
+    if runs < 2:
+        return slow, judged
+    for key, per_metric in scores.items():
+        for metric, series in per_metric.items():
+            last = list(series)[-runs:]
+            if len(last) < runs or last[-1][0] != current_run or last[0][0] != current_run - runs + 1:
+                continue
+            judged.add((key, metric))
+            if any(entry[2] >= 1.0 for entry in last):
+                continue
+            combined = sum(entry[1] for entry in last) / math.sqrt(runs)
+            mean_ratio = sum(entry[2] for entry in last) / runs
+            if combined <= rule["history_z"] and mean_ratio <= 1.0 - rule["history_shortfall"]:
+                slow.setdefault(key, []).append({"metric": metric, "value": last[-1][3], "median": last[-1][4],
+                                                 "ratio": mean_ratio, "robust_z": combined, "runs": runs, "basis": "history"})
+    return slow, judged
+
+
+def merge_history(stragglers: dict[str, Any], slow: Findings, judged: set[tuple[Any, str]], host_class: Mapping[str, Optional[str]],
+                  gpu_info: Mapping[str, Mapping[str, Any]], rule: Optional[Mapping[str, float]] = None) -> None:
+    """Judge analyse_stragglers()'s result on history: one-run findings of series the history judged and
+    did not find slow are dropped unless below ``ratio_floor``; the history's findings are added (a metric
+    the one-run rule flagged keeps its one-run finding). slow, judged: judge_history() on keys
+    ("host", name) or ("gpu", uuid); gpu_info: {uuid: this run's GPU record with its host}."""
+    rule = dict(DEFAULT_RULE, **(rule or {}))
+
+    def confirmed(key: tuple[str, str], finding: Mapping[str, Any]) -> bool:
+        if (key, finding["metric"]) not in judged or (finding["ratio"] is not None and finding["ratio"] < rule["ratio_floor"]):
+            return True
+        return any(f["metric"] == finding["metric"] for f in slow.get(key, ()))
+
+    for kind, entries in (("host", stragglers["hosts"]), ("gpu", stragglers["gpus"])):
+        kept = []
+        for entry in entries:
+            key = (kind, entry["host"] if kind == "host" else entry.get("uuid"))
+            metrics = [f for f in entry["metrics"] if confirmed(key, f)]
+            if metrics:
+                entry["metrics"] = metrics
+                entry.update(metrics[0])
+                kept.append(entry)
+        entries[:] = kept
+    by_host = dict((s["host"], s) for s in stragglers["hosts"])
+    by_gpu = dict((s["uuid"], s) for s in stragglers["gpus"] if s.get("uuid"))
+    for key in sorted(slow):
+        kind, owner = key
+        if kind == "host":
+            entry, host = by_host.get(owner), owner
+        else:
+            gpu = gpu_info.get(owner)
+            if gpu is None:
+                continue
+            entry, host = by_gpu.get(owner), gpu["host"]
+        if host_class.get(host) is None:
+            continue
+        known = set(f["metric"] for f in entry["metrics"]) if entry else set()
+        new = [f for f in slow[key] if f["metric"] not in known]
+        if not new:
+            continue
+        if entry is None:
+            entry = {"host": host, "class": host_class[host], "metrics": []}
+            if kind == "gpu":
+                entry.update(uuid=owner, index=gpu_info[owner].get("index"), name=gpu_info[owner].get("name"))
+                stragglers["gpus"].append(entry)
+            else:
+                stragglers["hosts"].append(entry)
+        entry["metrics"] = _worst_first(entry["metrics"] + new)
+        entry.update(entry["metrics"][0])
+    stragglers["hosts"].sort(key=lambda s: s["host"])
+    stragglers["gpus"].sort(key=lambda s: (s["host"], s.get("uuid") or ""))
 
 
 def analyse_stragglers(profiles: Mapping[str, Any], host_class: Mapping[str, Optional[str]], rule: Optional[Mapping[str, float]] = None) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAILED, HEALTHY, UNREACHABLE, WARNING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import TASK_FAILED, UNCHECKED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
 STATUS_COLOURS = {HEALTHY: "#2e7d32", WARNING: "#f9a825", UNCHECKED: "#90a4ae", ERRORED: "#ef6c00",
                   FAILED: "#c62828", UNREACHABLE: "#6a1b9a", TASK_FAILED: "#4e342e"}
@@ -26,7 +27,7 @@ MAX_DOTS = 60  # a class with more values is drawn as its box only (plus its str
 
 
 def _esc(text: object) -> str:
-    return escape("" if text is None else str(text), quote=True).replace("\r", "&#13;")
+    return escape(printable(text, keep="\t\n\r"), quote=True).replace("\r", "&#13;")
 
 
 def _label(text: str, y: float) -> str:

@@ -66,12 +66,17 @@ def host_rows(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def failing_by_host(report: Mapping[str, Any]) -> list[tuple[str, str, list[tuple[str, str, Optional[str], list[str]]]]]:
     """[(host, status, [(check id, check status, message, [gpu labels])])] for hosts with FAIL/ERROR checks,
-    or the host's message when it never ran doctor (unreachable, task failed)."""
+    or the host's message when it never ran doctor (unreachable, task failed). A root cause's message says how many
+    checks it blocked (those are not rows of their own)."""
     per_host: dict[str, list[tuple[str, str, Optional[str], list[str]]]] = {}
     for check_id, entries in report["failing"].items():
         for entry in entries:
+            blocked = blocked_counts(report, entry["host"]).get(check_id)
+            message = entry.get("message")
+            if blocked:
+                message = "%s (%s)" % (message, blocked_phrase(blocked))
             per_host.setdefault(entry["host"], []).append(
-                (check_id, entry["status"], entry.get("message"), [gpu_label(g) for g in entry.get("gpus") or []]))
+                (check_id, entry["status"], message, [gpu_label(g) for g in entry.get("gpus") or []]))
     rows: list[tuple[str, str, list[tuple[str, str, Optional[str], list[str]]]]] = []
     for host, entry in host_rows(report):
         if host in per_host:
@@ -79,6 +84,26 @@ def failing_by_host(report: Mapping[str, Any]) -> list[tuple[str, str, list[tupl
         elif entry["status"] in NOT_JUDGED:
             rows.append((host, entry["status"], [("host", entry["status"], entry.get("message"), [])]))
     return rows
+
+
+def blocked_counts(report: Mapping[str, Any], host: str) -> dict[str, int]:
+    """The host's root causes: root check id -> how many checks it blocked (the host entry's ``roots``)."""
+    entry = report["hosts"].get(host) or {}
+    return dict((root["check_id"], root["blocked"]) for root in entry.get("roots") or [])
+
+
+def blocked_phrase(count: int) -> str:
+    return "blocked %d check%s" % (count, "" if count == 1 else "s")
+
+
+# (host, root check id, root status, message, checks blocked)
+RootRow = tuple[str, str, str, Optional[str], int]
+
+
+def root_rows(report: Mapping[str, Any]) -> list[RootRow]:
+    """One row per host and root cause, worst host first."""
+    return [(host, root["check_id"], root["status"], root.get("message"), root["blocked"])
+            for host, entry in host_rows(report) for root in entry.get("roots") or []]
 
 
 def straggler_rows(report: Mapping[str, Any]) -> list[StragglerRow]:
@@ -117,3 +142,21 @@ def straggler_hosts(report: Mapping[str, Any]) -> set[str]:
     """Hosts with a slow host figure or a slow GPU."""
     stragglers = analysis(report).get("stragglers") or {}
     return {s["host"] for s in (stragglers.get("hosts") or []) + (stragglers.get("gpus") or [])}
+
+
+# (host, GPU label or "", check id, worst status, first seen, last seen, times seen, escalation action or "", why or "")
+FindingRow = tuple[str, str, str, str, str, str, int, str, str]
+
+
+def open_finding_rows(report: Mapping[str, Any]) -> list[FindingRow]:
+    """The open findings (report["findings"], kept across runs until acknowledged), in the report's order."""
+    rows: list[FindingRow] = []
+    for item in report.get("findings") or []:
+        if not item.get("open"):
+            continue
+        gpu = "GPU %s %s" % (item.get("gpu_index"), item["gpu_uuid"]) if item.get("gpu_uuid") else ""
+        step = item.get("escalation") or {}
+        rows.append((item["host"], gpu, item["check_id"], item["status"], str(item.get("first_seen") or "")[:10],
+                     str(item.get("last_seen") or "")[:10], int(item.get("times_seen") or 0), step.get("action") or "",
+                     step.get("why") or ""))
+    return rows

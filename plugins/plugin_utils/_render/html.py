@@ -21,6 +21,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _svg
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
 CSS = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 24px 48px;color:#1d2327}
@@ -43,7 +44,7 @@ svg .straggler{fill:#c62828;stroke:#fff}
 
 def esc(value: object) -> str:
     # A raw CR would be folded into LF by the HTML parser; as a character reference it survives.
-    return escape("-" if value is None else str(value), quote=True).replace("\r", "&#13;")
+    return escape(printable("-" if value is None else value, keep="\t\n\r"), quote=True).replace("\r", "&#13;")
 
 
 def _table(header: Sequence[str], rows: Iterable[tuple[str, Sequence[str]]], table_id: Optional[str] = None) -> Iterator[str]:
@@ -164,6 +165,26 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
                   _td(a["remediation"] or "see the check's details")]) for n, a in enumerate(report["actions"], 1)))
     yield "</section>\n"
 
+    findings = views.open_finding_rows(report)
+    if findings:
+        yield ('<section id="findings"><h2>Open findings</h2>\n'
+               "<p>Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again.</p>\n")
+        yield from _table(["host", "GPU", "check", "worst status", "first seen", "last seen", "times seen", "escalation"], (
+            (' data-host="%s"' % esc(h), [_td(h), _td(g or None), _td(c), _td(s), _td(first), _td(last), _td(n, True),
+                                          _td("%s: %s" % (a, w) if a else None)])
+            for h, g, c, s, first, last, n, a, w in findings), "findings-table")
+        yield "</section>\n"
+
+    evidence = report.get("evidence") or []
+    if evidence:
+        yield ('<section id="evidence"><h2>Evidence for the vendor</h2>\n<p>One file per failing GPU: attach it and the '
+               'nvidia-bug-report.sh output it names to the RMA ticket.</p>\n')
+        yield from _table(["host", "GPU", "serial", "evidence"], (
+            (' data-host="%s"' % esc(e["host"]), [_td(e["host"]), _td(e.get("uuid") or e.get("pci_bus_id")), _td(e.get("serial")),
+                                                  '<td><a href="%s">%s</a></td>' % (esc(e["path"]), esc(e["path"]))])
+            for e in evidence), "evidence-table")
+        yield "</section>\n"
+
     yield '<section id="drift"><h2>Configuration drift</h2>\n'
     drift = views.drift_rows(report)
     if drift:
@@ -188,6 +209,16 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         yield "<p>No stragglers.</p>\n"
     yield "</section>\n"
 
+    outliers = (analysis.get("error_counters") or {}).get("outliers") or []
+    if outliers:
+        yield '<section id="error-counters"><h2>Error counters above the class</h2>\n'
+        yield from _table(["host", "GPU", "class", "counter", "count", "class median", "robust z", "status"], (
+            (' data-host="%s"' % esc(o["host"]), [_td(o["host"]), _td(views.gpu_label(o)), _td(o["class"]), _td(o["counter"]),
+                                                  _td(views.number(o["value"]), True), _td(views.number(o["median"]), True),
+                                                  _td(views.number(o["robust_z"]), True), "<td>%s</td>" % esc(o["status"])])
+            for o in outliers), "error-counter-table")
+        yield "</section>\n"
+
     yield from _bottleneck_history_plan(analysis)
 
     slow_hosts = views.straggler_hosts(report)
@@ -198,7 +229,8 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         css = " ".join(c for c, on in (("straggler", host in slow_hosts), ("drift", host in drifting)) if on)
         rows.append((' data-host="%s" data-status="%s"%s' % (esc(host), esc(entry["status"]), ' class="%s"' % css if css else ""),
                      [_td(host), "<td>%s</td>" % _tag(entry["status"]), _td(entry.get("class")),
-                      _td(", ".join(entry["failing_checks"]) or None), _td(", ".join(entry["warning_checks"]) or None),
+                      _td(", ".join(_with_blocked(report, host, entry["failing_checks"])) or None),
+                      _td(", ".join(entry["warning_checks"]) or None),
                       _td(entry.get("message"))]))
     yield from _table(["host", "status", "class", "failing checks", "warnings", "message"], rows, "host-table")
     yield "</section>\n</body></html>\n"
@@ -247,3 +279,9 @@ def _bottleneck_history_plan(analysis: Mapping[str, Any]) -> Iterator[str]:
                                                  _td(" ".join(str(g["batch_size"]) for g in entry["gpus"]))])
                 for host, entry in sorted(plan["hosts"].items())))
         yield "</section>\n"
+
+
+def _with_blocked(report: Mapping[str, Any], host: str, check_ids: Iterable[str]) -> list[str]:
+    """Check ids, a root cause with how many checks it blocked: "driver.nvidia_smi (blocked 19 checks)"."""
+    blocked = views.blocked_counts(report, host)
+    return ["%s (%s)" % (cid, views.blocked_phrase(blocked[cid])) if blocked.get(cid) else cid for cid in check_ids]

@@ -5,6 +5,8 @@
 
 One <testsuite> per host, one <testcase> per host x check (classname = host, name = check id):
 FAIL is a <failure>, ERROR an <error>, SKIP <skipped>, WARN passes with the warning in <system-out>.
+A check blocked by a root cause (``blocked_by``) is <skipped> with a message naming its root; the root's
+<error> says how many checks it blocked.
 A host that never ran doctor (unreachable, task failed) has one testcase "host.reachable" that is an
 <error>. Analysed hosts also get "fleet.drift" and "fleet.stragglers" testcases (a <failure> when the
 host drifts from its class or is slower than it).
@@ -21,6 +23,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
 # Characters XML 1.0 cannot carry at all (even escaped): replaced, so the file always parses.
 _NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -43,11 +46,11 @@ def attr(value: object) -> str:
 
 @functools.lru_cache(maxsize=1 << 16)  # host names and check ids repeat on every test case
 def _attr(text: str) -> str:
-    return _ATTR_RE.sub(lambda m: _ATTR[m.group(0)], _NOT_XML.sub("\ufffd", text))
+    return _ATTR_RE.sub(lambda m: _ATTR[m.group(0)], _NOT_XML.sub("\ufffd", printable(text, keep="\t\n\r")))
 
 
 def text(value: object) -> str:
-    body = _NOT_XML.sub("\ufffd", "" if value is None else str(value))
+    body = _NOT_XML.sub("\ufffd", printable(value, keep="\t\n\r"))
     return _TEXT_RE.sub(lambda m: _TEXT[m.group(0)], body)
 
 
@@ -80,15 +83,21 @@ def _host_cases(host: str, entry: Mapping[str, Any], drift_items: Optional[Seque
     doctor = entry.get("doctor")
     if doctor is None and entry["status"] in NOT_JUDGED:
         yield CASE_ERROR, (host, "host.reachable", CASE_ERROR, entry.get("message") or entry["status"])
+    blocked = views.blocked_counts({"hosts": {host: entry}}, host)
     for chk in (doctor or {}).get("checks") or []:
         outcome = _OUTCOME.get(chk.get("status"), CASE_ERROR)
-        body = chk.get("message")
+        message = chk.get("message")
+        if chk.get("blocked_by") and outcome == SKIPPED and not str(message or "").startswith("blocked by "):
+            message = "blocked by %s: %s" % (chk["blocked_by"], message)  # a skipped case that names its root
+        if blocked.get(chk.get("id")) and outcome in (FAILURE, CASE_ERROR):
+            message = "%s (%s)" % (message, views.blocked_phrase(blocked[chk["id"]]))
+        body = message
         gpus = (chk.get("details") or {}).get("gpus") or []
         if outcome in (FAILURE, CASE_ERROR) and gpus:
             body = "%s\n%s" % (body, "\n".join(views.gpu_label(g) for g in gpus if isinstance(g, dict)))
         if outcome in (FAILURE, CASE_ERROR) and chk.get("remediation"):
             body = "%s\nremediation: %s" % (body, chk["remediation"])
-        yield outcome, (host, chk.get("id"), outcome, chk.get("message"), body, chk.get("duration_ms"))
+        yield outcome, (host, chk.get("id"), outcome, message, body, chk.get("duration_ms"))
     if entry.get("class") is None:
         return
     if drift_items is not None:

@@ -3,9 +3,16 @@
 
 """The fleet report as Markdown (GitHub-flavoured tables), for tickets, wikis and merge requests.
 
-Every string from the fleet (host names, GPU names, messages) goes through md(): HTML special
-characters become entities (Markdown renderers pass raw HTML through), Markdown punctuation is
-backslash-escaped, and line breaks become <br> so a message cannot break a table row.
+Every string from the fleet (host names, GPU names, messages) goes through md(), which escapes only what
+Markdown would read as markup, so dates, numbers and check ids stay as they are:
+
+- control characters are replaced (_text.printable), line breaks become <br> so a message cannot break a
+  table row;
+- ``&``, ``<`` and ``>`` become entities (Markdown renderers pass raw HTML through);
+- the inline markup characters ``\\ * _ [ ] ~ |`` and a stray backtick are backslash-escaped; a block
+  marker (``#``, ``>``, ``-``, ``+``, ``=``, ``1.``) is escaped only where the text starts a line;
+- a code span (text between matching backticks) is kept as one: CommonMark shows its content literally,
+  so nothing inside is escaped but a table's ``|``.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -16,18 +23,43 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import plural, printable
 
-_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~])")
+_INLINE = re.compile(r"([\\`*_\[\]~|])")
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_HTML = re.compile(r"[&<>]")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+_BLOCK_START = re.compile(r"^([#>+=-]|\d{1,9}[.)])(?=\s|$)")
 _LINE_BREAKS = re.compile(r"\r\n|\r|\n")
 MAX_ROWS = 500  # per table; the HTML page and the JSON have everything
 
 
-def md(value: object) -> str:
-    """Escape any value for a Markdown table cell or paragraph."""
-    text = "-" if value is None else str(value)
-    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-    text = _PUNCTUATION.sub(r"\\\1", text)
-    return _LINE_BREAKS.sub("<br>", text)
+def _plain(text: str) -> str:
+    text = _HTML.sub(lambda m: _ENTITIES[m.group(0)], text)
+    return _LINE_BREAKS.sub("<br>", _INLINE.sub(r"\\\1", text))
+
+
+def _code(ticks: str, body: str, cell: bool) -> str:
+    body = " ".join(_LINE_BREAKS.split(body))  # CommonMark reads a line ending in a code span as a space
+    if cell:
+        body = body.replace("|", "\\|")  # GFM splits table cells before it reads code spans
+    return ticks + body + ticks
+
+
+def md(value: object, cell: bool = True, line_start: bool = False) -> str:
+    """Escape any value for a Markdown table cell (``cell``) or paragraph; ``line_start`` when it begins a line."""
+    text = printable("-" if value is None else value, keep="\n\r\t")
+    out = []
+    pos = 0
+    for match in _CODE_SPAN.finditer(text):
+        out.append(_plain(text[pos:match.start()]))
+        out.append(_code(match.group(1), match.group(2), cell))
+        pos = match.end()
+    out.append(_plain(text[pos:]))
+    result = "".join(out)
+    if line_start:
+        result = _BLOCK_START.sub(lambda m: "\\" + m.group(1) if not m.group(1)[0].isdigit() else m.group(1)[:-1] + "\\" + m.group(1)[-1], result)
+    return result
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]], limit: int = MAX_ROWS) -> Iterator[str]:
@@ -36,7 +68,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], limit: int = MA
     count = 0
     for row in rows:
         if count == limit:
-            yield "\n_%s_\n" % md("Only the first %d rows are shown; fleet-report.html and fleet-report.json have all." % limit)
+            yield "\n_%s_\n" % md("Only the first %d rows are shown; fleet-report.html and fleet-report.json have all." % limit, cell=False)
             break
         yield "| %s |\n" % " | ".join(row)
         count += 1
@@ -48,11 +80,12 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     totals = report["totals"]
     analysis = views.analysis(report)
     yield "# continuum.hydra fleet report\n\n"
-    yield "%s, playbook %s: **%d hosts**\n\n" % (md(report["generated_at"]), md(report.get("playbook")), totals["hosts"])
+    yield "%s, playbook %s: **%s**\n\n" % (md(report["generated_at"], cell=False, line_start=True), md(report.get("playbook"), cell=False),
+                                           plural(totals["hosts"], "host"))
     statuses = [s for s in views.STATUS_ORDER if s in totals]
     yield from _table([md(views.status_label(s)) for s in statuses], [[str(totals[s]) for s in statuses]])
     for problem in analysis.get("problems") or []:
-        yield "> **Problem:** %s\n\n" % md(problem)
+        yield "> **Problem:** %s\n\n" % md(problem, cell=False)
 
     yield "## Failing checks by host\n\n"
     rows = []
@@ -70,6 +103,21 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         yield from _table(["#", "status", "check", "hosts", "remediation"], (
             [str(n), md(a["status"]), md(a["check_id"]), str(a["host_count"]), md(a["remediation"] or "see the check's details")]
             for n, a in enumerate(report["actions"], 1)))
+
+    findings = views.open_finding_rows(report)
+    if findings:
+        yield "## Open findings\n\n%s\n\n" % md("Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again.")
+        yield from _table(["host", "GPU", "check", "worst status", "first seen", "last seen", "times seen", "escalation"], (
+            [md(h), md(g) if g else "-", md(c), md(s), md(first), md(last), str(n), md("%s: %s" % (a, w)) if a else "-"]
+            for h, g, c, s, first, last, n, a, w in findings))
+
+    evidence = report.get("evidence") or []
+    if evidence:
+        yield "## Evidence for the vendor\n\n%s\n\n" % md(
+            "One file per failing GPU: attach it and the nvidia-bug-report.sh output it names to the RMA ticket.", cell=False)
+        yield from _table(["host", "GPU", "serial", "evidence"], (
+            [md(e["host"]), md(e.get("uuid") or e.get("pci_bus_id")), md(e.get("serial")), "[%s](%s)" % (md(e["path"]), e["path"])]
+            for e in evidence))
 
     classes = analysis.get("classes") or {}
     if classes:
@@ -96,17 +144,25 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     else:
         yield "No stragglers.\n\n"
 
+    outliers = (analysis.get("error_counters") or {}).get("outliers") or []
+    if outliers:
+        yield "## Error counters above the class\n\n"
+        yield from _table(["host", "GPU", "class", "counter", "count", "class median", "robust z", "status"], (
+            [md(o["host"]), md(views.gpu_label(o)), md(o["class"]), md(o["counter"]), md(views.number(o["value"])),
+             md(views.number(o["median"])), md(views.number(o["robust_z"])), md(o["status"])] for o in outliers))
+
     bottleneck = analysis.get("bottleneck") or {}
     if bottleneck.get("primary"):
-        yield "## Fleet bottleneck\n\n**%s** limits %d of %d profiled hosts.\n\n" % (
-            md(bottleneck["primary"]), bottleneck["by_bottleneck"][0]["host_count"], bottleneck["hosts_with_verdict"])
+        yield "## Fleet bottleneck\n\n**%s** limits %d of %s.\n\n" % (
+            md(bottleneck["primary"], cell=False), bottleneck["by_bottleneck"][0]["host_count"],
+            plural(bottleneck["hosts_with_verdict"], "profiled host"))
         yield from _table(["#", "action", "bottlenecks", "hosts"], (
             [str(n), md(a["action"]), md(", ".join(a["bottlenecks"])), str(a["host_count"])]
             for n, a in enumerate(bottleneck["actions"], 1)))
 
     history = analysis.get("history") or {}
     if history:
-        yield "## History (%d runs)\n\n" % history["runs"]
+        yield "## History (%s)\n\n" % plural(history["runs"], "run")
         if history["repeat_offenders"]:
             yield from _table(["host", "GPU", "failed in runs", "offences", "failing now"], (
                 [md(o["host"]), md("GPU %s %s" % (o["index"], o["uuid"])) if o["kind"] == "gpu" else "-",
@@ -124,11 +180,11 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     if plan:
         yield "## Batch plan\n\n"
         if plan["error"]:
-            yield "> **Problem:** %s\n\n" % md(plan["error"])
+            yield "> **Problem:** %s\n\n" % md(plan["error"], cell=False)
         else:
-            yield "Global batch %d over %d GPUs by %s: expected step time %s vs uniform batches.\n\n" % (
-                plan["global_batch_size"], plan["gpus_planned"], md(plan["metric"]),
-                md(views.percent_change(1.0 - plan["expected_step_time_gain"])))
+            yield "Global batch %d over %s by %s: expected step time %s vs uniform batches.\n\n" % (
+                plan["global_batch_size"], plural(plan["gpus_planned"], "GPU"), md(plan["metric"], cell=False),
+                md(views.percent_change(1.0 - plan["expected_step_time_gain"]), cell=False))
             yield from _table(["host", "batch", "per GPU"], (
                 [md(host), str(entry["batch_size"]), md(" ".join(str(g["batch_size"]) for g in entry["gpus"]))]
                 for host, entry in sorted(plan["hosts"].items())))

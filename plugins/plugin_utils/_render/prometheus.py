@@ -22,6 +22,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._status import PRO
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
 PREFIX = "hydra_"
 
@@ -40,7 +41,7 @@ def label_value(value: object) -> str:
 def _escaped(text: str) -> str:
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text.translate(_ESCAPES)
+    return printable(text, keep="\t\n").translate(_ESCAPES)
 
 
 def sample_value(value: float) -> str:
@@ -144,7 +145,10 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         ("host_checks", "Number of doctor checks of the host with each status.", _host_checks(report)),
         ("check_hosts", "Number of hosts with each status for a doctor check.",
          (([("check", cid), ("status", s)], n) for cid, counts in sorted(report["checks"].items()) for s, n in sorted(counts.items()))),
-        ("host_check_problem", "1 for each doctor check of a host that is WARN, FAIL or ERROR.", _check_problems(report)),
+        ("host_check_problem", "1 for each doctor check of a host that is WARN, FAIL or ERROR (a check blocked by a root cause is not).",
+         _check_problems(report)),
+        ("host_root_blocked_checks", "Checks of the host blocked by this root cause (a failed probe the root check reports).",
+         (([("host", h), ("check", cid), ("status", st)], n) for h, cid, st, _message, n in views.root_rows(report))),
         ("benchmark_value", "Host benchmark figure from the profile (unit in the metric name).", _benchmarks(report, False)),
         ("gpu_benchmark_value", "GPU benchmark figure from the profile (unit in the metric name).", _benchmarks(report, True)),
         ("straggler_ratio", "Straggler's figure relative to its class median (1 = typical, lower = slower).", _stragglers(analysis)),

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL, FAILED, HEALTHY, UNREACHABLE, WARN, WARNING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED, TASK_FAILED, UNCHECKED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import escaped_controls
 
 # Colour names are Ansible's (C.COLOR_*); the callback applies them only where Ansible would colour
 # (a TTY, no ANSIBLE_NOCOLOR).
@@ -43,7 +44,7 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
 def _visible(text: str) -> str:
-    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], text)
+    return escaped_controls(text)
 
 
 def render(report: Mapping[str, Any], paths: Iterable[str] = ()) -> list[Line]:
@@ -65,6 +66,10 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
         for status in (FAIL, ERROR):
             names = [e["host"] for e in entries if e["status"] == status]
             detail = {e["host"]: _gpu_names(e["gpus"]) for e in entries if e["gpus"]}
+            for name in names:  # a root cause says how many checks it blocked (they are not listed)
+                blocked = views.blocked_counts(report, name).get(check_id)
+                if blocked:
+                    detail[name] = ", ".join(part for part in (detail.get(name), views.blocked_phrase(blocked)) if part)
             if names:
                 lines.append(("  %-5s %-28s %s" % (status, check_id, _host_list(names, detail)), _COLOURS[status]))
     if report["actions"]:
@@ -75,9 +80,22 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
                 action["remediation"] or "see the check's details"), _COLOURS.get(action["status"])))
     elif not totals[UNREACHABLE] and not totals[TASK_FAILED] and not totals.get(UNCHECKED):
         lines.append(("All hosts healthy.", _COLOURS[HEALTHY]))
+    findings = views.open_finding_rows(report)
+    if findings:
+        lines.append(("Open findings (until acknowledged with playbooks/acknowledge.yml): %d" % len(findings), None))
+        for host, gpu, check_id, status, first, _last, times, action, why in findings[:MAX_ACTIONS_SHOWN]:
+            lines.append(("  %-5s %-28s %s%s, since %s, seen %d time%s%s" % (
+                status, check_id, host, " (%s)" % gpu if gpu else "", first, times, "" if times == 1 else "s",
+                " -> %s (%s)" % (action, why) if action else ""), _COLOURS.get(status)))
+        if len(findings) > MAX_ACTIONS_SHOWN:
+            lines.append(("  ... and %d more" % (len(findings) - MAX_ACTIONS_SHOWN), None))
     lines.extend(_analysis_lines(report))
     for path in paths:
         lines.append(("Report: %s" % path, None))
+    evidence = report.get("evidence") or []
+    if evidence:
+        lines.append(("Evidence for the vendor: %d file%s under evidence/ beside the report, e.g. %s" % (
+            len(evidence), "" if len(evidence) == 1 else "s", evidence[0]["path"]), None))
     return lines
 
 
@@ -117,6 +135,13 @@ def _analysis_lines(report: Mapping[str, Any]) -> list[Line]:
                 ("%s GPU %s" % (slow["host"], slow["index"]), views.percent_change(finding["ratio"])))
     _grouped(lines, "SLOW", [(metric, [name for name, _unused in found], dict(found))
                              for metric, found in sorted(by_metric.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
+    by_counter: dict[str, list[tuple[str, str]]] = {}
+    for outlier in (analysis.get("error_counters") or {}).get("outliers") or []:
+        by_counter.setdefault(outlier["counter"], []).append(
+            ("%s GPU %s" % (outlier["host"], outlier["index"]), "%s vs class median %s" % (
+                views.number(outlier["value"]), views.number(outlier["median"]))))
+    _grouped(lines, WARN, [("%s above class" % counter, [name for name, _unused in found], dict(found))
+                           for counter, found in sorted(by_counter.items(), key=lambda kv: (-len(kv[1]), kv[0]))])
     history = analysis.get("history") or {}
     for offender in (history.get("repeat_offenders") or [])[:MAX_HOSTS_SHOWN]:
         what = "%s GPU %s %s" % (offender["host"], offender["index"], offender["uuid"]) if offender["kind"] == "gpu" else offender["host"]

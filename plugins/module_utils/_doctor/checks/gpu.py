@@ -744,11 +744,12 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "SRAM correctable error threshold exceeded"))
         else:
             results.append((PASS, detail, "no uncorrectable errors"))
-    return _with_counts(counts, _verdict(_with_unreadable(results, gpus, _READS_ECC_ERRORS), "no uncorrectable ECC errors on %d GPU(s)" % len(results),
-                    {FAIL: RESET_OR_DRAIN + "; replace the GPU if uncorrectable errors recur.",
-                     WARN: "Watch the GPU: check gpu.row_remap, reset it at the next maintenance window and replace it "
-                           "if errors recur; clear a reviewed lifetime count with nvidia-smi -p 1."},
-                    skip_message="no GPU reports ECC counters (ECC disabled or unsupported)"))
+    found = _verdict(_with_unreadable(results, gpus, _READS_ECC_ERRORS), "no uncorrectable ECC errors on %d GPU(s)" % len(results),
+                     {FAIL: RESET_OR_DRAIN + "; replace the GPU if uncorrectable errors recur.",
+                      WARN: "Watch the GPU: check gpu.row_remap, reset it at the next maintenance window and replace it "
+                            "if errors recur; clear a reviewed lifetime count with nvidia-smi -p 1."},
+                     skip_message="no GPU reports ECC counters (ECC disabled or unsupported)")
+    return _with_counts(counts, found)
 
 
 def _uncorrectable(counts: Mapping[str, Any], scope: str) -> dict[str, int]:
@@ -817,13 +818,14 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
             else:
                 results.append((PASS, detail, "%d pages retired" % total))
     mig = any(_mode(g["mig"]["current"]) == "enabled" and g["remapped_rows"] is None for g in _gpus(probes))
-    return _with_counts(counts, _verdict(_with_unreadable(results, gpus, _READS_ROW_REMAP),
-                                         "no pending or failed row remap / page retirement on %d GPU(s)" % len(results),
-                    {FAIL: "Drain the node and replace the GPU (remapping failed or retired pages at the limit).",
-                     WARN: RESET_OR_DRAIN + " to apply a pending remap or retirement; replace the GPU when spare rows "
-                                            "run out or remaps keep growing."},
-                    skip_message="no GPU reports row remapping or retired pages%s" % (
-                        " (not reported while MIG is enabled)" if mig else "")))
+    found = _verdict(_with_unreadable(results, gpus, _READS_ROW_REMAP),
+                     "no pending or failed row remap / page retirement on %d GPU(s)" % len(results),
+                     {FAIL: "Drain the node and replace the GPU (remapping failed or retired pages at the limit).",
+                      WARN: RESET_OR_DRAIN + " to apply a pending remap or retirement; replace the GPU when spare rows "
+                                             "run out or remaps keep growing."},
+                     skip_message="no GPU reports row remapping or retired pages%s" % (
+                         " (not reported while MIG is enabled)" if mig else ""))
+    return _with_counts(counts, found)
 
 
 # nvidia-smi's gpu_recovery_action (DTD v13, NVML nvmlGpuRecoveryAction_t) -> what to do.
@@ -1131,9 +1133,10 @@ def pcie_replay(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "%d PCIe replays (over %d)" % (replays, threshold)))
         else:
             results.append((PASS, detail, "%d PCIe replays" % replays))
-    return _with_counts(counts, _verdict(_with_unreadable(results, gpus, _READS_PCIE_REPLAY), "PCIe replays within %d on %d GPU(s)" % (threshold, len(results)),
-                    "Reseat the GPU, riser or cable; a rising replay count means a marginal link.",
-                    skip_message="no GPU reports PCIe replays"))
+    found = _verdict(_with_unreadable(results, gpus, _READS_PCIE_REPLAY), "PCIe replays within %d on %d GPU(s)" % (threshold, len(results)),
+                     "Reseat the GPU, riser or cable; a rising replay count means a marginal link.",
+                     skip_message="no GPU reports PCIe replays")
+    return _with_counts(counts, found)
 
 
 # Clock event reasons: which are a verdict, and which merely explain a clock.

@@ -14,6 +14,15 @@ check ERROR with the probe's reason, an absent one makes it SKIP. Probes in
 ``uses`` are handed over as envelopes whatever their status, for checks that
 judge absence themselves (an expected GPU that nvidia-smi cannot see is a FAIL).
 
+Root causes: a probe may have a root check (catalogue.PROBE_ROOTS), the one check
+that exists to report that probe's failure (``driver.nvidia_smi`` for
+``nvidia_smi``). When such a probe errored and its root check runs in the same
+run, the other checks that require the probe are SKIP with ``blocked_by: <root
+check id>`` instead of repeating the root's ERROR; the root stays ERROR with the
+reason. blocked() then makes sure of it: a blocked check whose root is not among
+the run's records, or whose root is not itself an ERROR or FAIL, turns back into
+the ERROR it was (a failed probe never makes a host look healthy).
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -23,7 +32,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, READ_ABSENT, READ_FAILED, SKIP, STATUSES
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, READ_ABSENT, READ_FAILED, SKIP, STATUSES, severity
 
 Envelope = dict[str, Any]  # a probe's envelope: status (READ_OK / READ_ABSENT / READ_FAILED), data, reason, duration_ms
 Probes = dict[str, Envelope]  # probe name -> envelope, as a check receives them
@@ -66,10 +75,15 @@ def registered() -> list[Check]:
     return list(_REGISTRY)
 
 
-def evaluate(chk: Check, probes: Mapping[str, Envelope], expect: Expect) -> dict[str, Any]:
-    """Run one check; never raises. Returns the full check record."""
+def evaluate(chk: Check, probes: Mapping[str, Envelope], expect: Expect, roots: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+    """Run one check; never raises. Returns the full check record.
+
+    ``roots``: probe name -> root check id, for the roots selected in this run (see roots_for()); a check whose
+    required probe failed is then SKIP with ``blocked_by`` the root's id. Pass the records through blocked()
+    afterwards: it turns a blocked check back into an ERROR when its root did not report the failure.
+    """
     start = time.monotonic()
-    record = _gate(chk, probes)
+    record = _gate(chk, probes, roots or {})
     if record is None:
         try:
             record = chk.func({name: probes[name] for name in chk.probes}, expect)
@@ -78,20 +92,82 @@ def evaluate(chk: Check, probes: Mapping[str, Envelope], expect: Expect) -> dict
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug in one check must not hide the others: report it as this check's ERROR.
             record = {"status": ERROR, "message": "check crashed: %s: %s" % (type(exc).__name__, exc), "details": {}, "remediation": None}
+        record = _blocked_error(chk, probes, roots or {}, record)
     out: dict[str, Any] = {"id": chk.id, "title": chk.title, "category": chk.category}
     out.update(record)
     out["duration_ms"] = round((time.monotonic() - start) * 1000.0, 3)
     return out
 
 
-def _gate(chk: Check, probes: Mapping[str, Envelope]) -> Optional[Finding]:
+def _gate(chk: Check, probes: Mapping[str, Envelope], roots: Mapping[str, str]) -> Optional[Finding]:
     for name in chk.requires:
         envelope = probes[name]
         if envelope["status"] == READ_FAILED:
-            return {"status": ERROR, "message": "probe %s failed: %s" % (name, envelope["reason"]), "details": {}, "remediation": None}
+            message = "probe %s failed: %s" % (name, envelope["reason"])
+            root = roots.get(name)
+            if root is not None and root != chk.id:
+                return {"status": SKIP, "message": _blocked_prefix(root) + message, "details": {}, "remediation": None,
+                        "blocked_by": root}
+            return {"status": ERROR, "message": message, "details": {}, "remediation": None}
         if envelope["status"] == READ_ABSENT:
             return {"status": SKIP, "message": envelope["reason"], "details": {}, "remediation": None}
     return None
+
+
+def _blocked_error(chk: Check, probes: Mapping[str, Envelope], roots: Mapping[str, str], record: Finding) -> Finding:
+    """A check that judges a failed probe itself (``uses``) and comes to ERROR repeats its root: blocked by it too.
+
+    Only an ERROR is taken over (a FAIL, such as GPUs expected but unseen, stands on its own).
+    """
+    if record.get("status") != ERROR:
+        return record
+    for name in chk.probes:
+        root = roots.get(name)
+        if probes[name]["status"] == READ_FAILED and root is not None and root != chk.id:
+            return dict(record, status=SKIP, message=_blocked_prefix(root) + str(record.get("message")),
+                        blocked_by=root)
+    return record
+
+
+def _blocked_prefix(root: str) -> str:
+    return "blocked by %s: " % root
+
+
+def roots_for(selected: Iterable[Check], probe_roots: Mapping[str, str]) -> dict[str, str]:
+    """probe name -> root check id, for the probes whose root check is among ``selected`` (the run's checks)."""
+    ids = {chk.id for chk in selected}
+    return dict((probe, root) for probe, root in probe_roots.items() if root in ids)
+
+
+def blocked(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records with each ``blocked_by`` pointing at the check that reports the failure, or undone.
+
+    A chain (a root that is itself blocked) is followed to its end. When the end is not among the records or is not
+    an ERROR or FAIL (nothing reports the failed probe), the blocked check becomes the ERROR it would have been:
+    a failed probe must never leave a host looking healthy.
+    """
+    by_id = dict((r.get("id"), r) for r in records)
+    out = []
+    for record in records:
+        root = record.get("blocked_by")
+        if root is None:
+            out.append(record)
+            continue
+        seen = {record.get("id")}
+        while root in by_id and by_id[root].get("blocked_by") and root not in seen:
+            seen.add(root)
+            root = by_id[root]["blocked_by"]
+        end = by_id.get(root)
+        record = dict(record)
+        if end is not None and not end.get("blocked_by") and severity(end["status"]) >= severity(ERROR):
+            record["blocked_by"] = root
+        else:
+            prefix = _blocked_prefix(record.pop("blocked_by"))
+            message = str(record.get("message") or "")
+            record["status"] = ERROR
+            record["message"] = message[len(prefix):] if message.startswith(prefix) else message
+        out.append(record)
+    return out
 
 
 def select(checks: Sequence[Check], only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None) -> list[Check]:

@@ -97,6 +97,7 @@ def probe_host(options: Mapping[str, Any], root: str = "/", environ: Optional[Ma
         "os_id": os_release.get("ID"),
         "os_version_id": os_release.get("VERSION_ID"),
         "kernel": kernel_release,
+        "boot_id": (read("proc/sys/kernel/random/boot_id") or "").strip() or None,  # changes at each boot
         "arch": platform.machine(),
         "cpu_model": cpu["model"],
         "logical_cpus": cpu["logical_cpus"] or os.cpu_count(),

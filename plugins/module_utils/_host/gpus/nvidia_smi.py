@@ -274,6 +274,7 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
         "brand": value_at(gpu, "product_brand"),
         "architecture": value_at(gpu, "product_architecture"),
         "serial": value_at(gpu, "serial"),
+        "board_part_number": value_at(gpu, "board_part_number"),
         "vbios_version": value_at(gpu, "vbios_version"),
         "persistence_mode": value_at(gpu, "persistence_mode"),
         "performance_state": value_at(gpu, "performance_state"),

@@ -125,3 +125,33 @@ def test_a_relative_path_is_written_in_the_working_directory(tmp_path, monkeypat
     write_atomic("relative.txt", "here\n")
     assert (tmp_path / "relative.txt").read_text(encoding="utf-8") == "here\n"
     assert os.listdir(tmp_path) == ["relative.txt"]
+
+
+def _age(path, seconds):
+    past = os.stat(path).st_mtime - seconds
+    os.utime(path, (past, past))
+
+
+def test_a_write_removes_stale_temp_files_of_interrupted_writes_only(tmp_path):
+    stale = tmp_path / ".fleet-report.json.ab12cd_3.tmp"      # an interrupted write of ours, 10 minutes old
+    fresh = tmp_path / ".fleet-report.md.zz99yy00.tmp"         # a concurrent writer's, just created
+    other = tmp_path / "notes.tmp"                             # not a name we make
+    old_dir = tmp_path / ".dir.abcdefgh.tmp"                   # our shape, but a directory
+    for path in (stale, fresh, other):
+        path.write_text("partial", encoding="utf-8")
+    old_dir.mkdir()
+    for path in (stale, other, old_dir):
+        _age(str(path), 600)
+    write_atomic(str(tmp_path / "report.html"), "<html></html>\n")
+    assert sorted(os.listdir(tmp_path)) == sorted([fresh.name, other.name, old_dir.name, "report.html"])
+
+
+def test_stale_cleanup_is_by_age(tmp_path):
+    from ansible_collections.continuum.hydra.plugins.module_utils._atomic import STALE_SECONDS, remove_stale_temp_files
+
+    tmp = tmp_path / ".x.json.abcdefgh.tmp"
+    tmp.write_text("", encoding="utf-8")
+    now = os.stat(str(tmp)).st_mtime
+    assert remove_stale_temp_files(str(tmp_path), now=now + STALE_SECONDS - 1) == []
+    assert remove_stale_temp_files(str(tmp_path), now=now + STALE_SECONDS + 1) == [str(tmp)]
+    assert remove_stale_temp_files(str(tmp_path / "missing")) == []

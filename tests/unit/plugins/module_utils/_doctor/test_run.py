@@ -5,7 +5,7 @@ import pytest
 from ansible_collections.continuum.hydra.plugins.module_utils import _results, _status
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE, PROBE_ROOTS
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, run
 
@@ -202,5 +202,79 @@ def test_environment_names_each_gpu_with_the_configuration_drift_compares():
     assert env["gpus"] == [{
         "index": 0, "pci_bus_id": "00000000:01:00.0", "uuid": "GPU-513536b6-7d19-9063-b049-1e69664bb298",
         "name": "NVIDIA A100-SXM4-80GB", "driver_version": "535.54.03", "vbios_version": "92.00.36.00.02",
+        "serial": "1650522003820", "board_part_number": "692-2G506-0212-002",
         "persistence_mode": "Disabled", "ecc_mode": "Enabled", "mig_mode": "Enabled", "pcie_gen_max": 4,
         "pcie_width_max": 16, "memory_total_mib": 81920}]
+
+
+# ---------------------------------------------------------------- root causes (blocked_by)
+
+def _hung_table():
+    def hung(options):
+        raise ProbeError("nvidia-smi -q -x timed out after 10s")
+    return _probe_table(nvidia_smi=hung)
+
+
+def test_a_failed_probe_blocks_its_checks_behind_the_selected_root():
+    result = _doctor.run(only=["driver", "gpu.ecc_errors", "gpu.temperature"], probes=_hung_table())
+    checks = dict((c["id"], c) for c in result["checks"])
+    root = checks["driver.nvidia_smi"]
+    assert root["status"] == _status.ERROR and "blocked_by" not in root and "timed out after 10s" in root["message"]
+    for check_id in ("driver.version", "gpu.ecc_errors", "gpu.temperature"):
+        assert checks[check_id]["status"] == _status.SKIP, check_id
+        assert checks[check_id]["blocked_by"] == "driver.nvidia_smi", check_id
+        assert checks[check_id]["message"].startswith("blocked by driver.nvidia_smi: probe nvidia_smi failed: ")
+    # the host is still an error: the root says so
+    assert result["overall_status"] == _status.ERRORED and result["summary"][_status.ERROR] == 1
+
+
+@pytest.mark.parametrize("only, exclude", [(["gpu.ecc_errors", "gpu.temperature"], None), (["gpu", "driver"], ["driver.nvidia_smi"])])
+def test_without_the_root_in_the_run_a_failed_probe_stays_an_error_of_each_check(only, exclude):
+    result = _doctor.run(only=only, exclude=exclude, probes=_hung_table())
+    assert "driver.nvidia_smi" not in [c["id"] for c in result["checks"]]
+    requiring = [c for c in result["checks"] if c["id"] in ("gpu.ecc_errors", "gpu.temperature", "driver.version")]
+    assert requiring and all(c["status"] == _status.ERROR and "blocked_by" not in c for c in requiring)
+    assert all("timed out after 10s" in c["message"] and not c["message"].startswith("blocked by") for c in requiring)
+    assert result["overall_status"] == _status.ERRORED
+
+
+def test_roots_come_from_the_catalogue_and_read_their_probe():
+    assert PROBE_ROOTS["nvidia_smi"] == "driver.nvidia_smi"
+    by_id = dict((c.id, c) for c in CATALOGUE)
+    assert all(probe in by_id[root].probes for probe, root in PROBE_ROOTS.items())
+    selected = registry.select(CATALOGUE, only=["gpu"])
+    assert registry.roots_for(selected, PROBE_ROOTS) == {"nvml": "gpu.nvml_available"}
+
+
+def test_the_gate_blocks_only_behind_a_root_and_never_the_root_itself():
+    failed = {"p": {"status": "error", "reason": "hung", "data": None}, "q": {"status": "error", "reason": "gone", "data": None}}
+
+    def judge(probes, expect):
+        return _results.finding(_status.PASS, "ok")
+
+    roots = {"p": "x.root"}
+    assert registry.evaluate(_chk("x.dep", judge, requires=("p",)), failed, {}, roots)["blocked_by"] == "x.root"
+    assert registry.evaluate(_chk("x.root", judge, requires=("p",)), failed, {}, roots)["status"] == _status.ERROR
+    no_root = registry.evaluate(_chk("x.other", judge, requires=("q",)), failed, {}, roots)
+    assert no_root["status"] == _status.ERROR and "blocked_by" not in no_root
+    assert registry.evaluate(_chk("x.dep", judge, requires=("p",)), failed, {})["status"] == _status.ERROR  # no roots given
+
+
+def test_blocked_undoes_a_block_whose_root_did_not_report_an_error_and_follows_chains():
+    def rec(check_id, status, blocked_by=None):
+        record = {"id": check_id, "status": status, "message": "m %s" % check_id}
+        if blocked_by:
+            record.update(message="blocked by %s: probe p failed: hung" % blocked_by, blocked_by=blocked_by)
+        return record
+
+    out = dict((r["id"], r) for r in registry.blocked([
+        rec("a.root", _status.ERROR), rec("a.dep", _status.SKIP, "a.root"),
+        rec("b.root", _status.PASS), rec("b.dep", _status.SKIP, "b.root"),  # the root says nothing failed: undo
+        rec("c.dep", _status.SKIP, "c.missing"),  # the root is not in the run: undo
+        rec("d.mid", _status.SKIP, "a.root"), rec("d.dep", _status.SKIP, "d.mid"),  # a chain ends at a.root
+    ]))
+    assert out["a.dep"]["status"] == _status.SKIP and out["a.dep"]["blocked_by"] == "a.root"
+    for check_id in ("b.dep", "c.dep"):
+        assert out[check_id]["status"] == _status.ERROR and "blocked_by" not in out[check_id]
+        assert out[check_id]["message"] == "probe p failed: hung"
+    assert out["d.dep"]["blocked_by"] == "a.root" and out["d.dep"]["status"] == _status.SKIP

@@ -46,11 +46,14 @@ def test_counts_failing_hosts_with_gpus_and_ranked_actions():
     assert report["failing"]["gpu.ecc_errors"] == [
         {"host": "ecc", "status": "FAIL", "message": "gpu.ecc_errors is FAIL", "gpus": [gpu_ref(GPU0)]},
         {"host": "err", "status": "ERROR", "message": "gpu.ecc_errors is ERROR", "gpus": []}]
-    assert [(a["check_id"], a["status"], a["hosts"]) for a in report["actions"]] == [
-        ("gpu.ecc_errors", "FAIL", ["ecc", "err"]),
-        ("gpu.persistence_mode", "ERROR", ["ecc", "err", "warn-1", "warn-2"])]
+    # one action per (check, status): exactly the hosts at that status, with that status's remediation
+    assert [(a["check_id"], a["status"], a["hosts"], a["remediation"]) for a in report["actions"]] == [
+        ("gpu.ecc_errors", "FAIL", ["ecc"], "drain and reset"),
+        ("gpu.ecc_errors", "ERROR", ["err"], "fix nvidia-smi"),
+        ("gpu.persistence_mode", "ERROR", ["err"], None),
+        ("gpu.persistence_mode", "WARN", ["ecc", "warn-1", "warn-2"], "nvidia-smi -pm 1")]
     # the hint most hosts share speaks for the group
-    assert report["actions"][1]["remediation"] == "nvidia-smi -pm 1" and report["actions"][1]["host_count"] == 4
+    assert report["actions"][3]["host_count"] == 3
 
 
 def test_a_later_failure_does_not_erase_a_doctor_verdict():
@@ -69,7 +72,7 @@ def test_terminal_summary_lists_failures_with_gpus_and_top_actions():
     assert "7 hosts: 1 healthy, 2 warning, 1 failed, 1 error, 1 unreachable, 1 task failed" in text
     assert "FAIL  gpu.ecc_errors               ecc (GPU 0 00000000:01:00.0)" in text
     assert "UNREACHABLE gone" in text and "TASK FAILED broken" in text
-    assert "  1. [FAIL] gpu.ecc_errors on 2 hosts: drain and reset" in text
+    assert "  1. [FAIL] gpu.ecc_errors on 1 host: drain and reset" in text
     assert text.endswith("Report: /r/fleet-report.json")
     colours = dict((t.split()[0], c) for t, c in lines if t.strip())
     assert colours["FAIL"] == "red"

@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import awx, formats, html, json_report, junit, markdown, prometheus, terminal
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 from ansible_collections.continuum.hydra.tests.support.fleet_factory import REPO
 from ansible_collections.continuum.hydra.tests.support.hostile_fleet import (
     DRIFTER,
@@ -89,8 +90,8 @@ def test_html_is_self_contained_and_escapes_every_string(report):
     assert "script" not in parser.tags and "<b>A10G" not in page and "<script" not in page
     assert not re.search(r"""(?:src|href)\s*=""", page), "no external asset"
     data_hosts = [v for k, v in parser.attrs if k == "data-host"]
-    for host in ALL_HOSTS:
-        assert host in data_hosts, host
+    for host in ALL_HOSTS:  # control characters replaced (_render/_text.printable), the rest whole
+        assert printable(host, keep="\t\n\r") in data_hosts, host
     text = "".join(parser.text)
     # shown as text (in the class names), never as markup
     assert HOSTILE_GPU_NAME in text and HOSTILE_MESSAGE in text
@@ -148,7 +149,7 @@ def test_prometheus_label_values_round_trip_and_families_are_whole(report):
     text = _text(prometheus.render, report)
     samples = parse_prom(text)
     status = dict((s[1]["host"], s[1]["status"]) for s in samples if s[0] == "hydra_host_status" and s[2] == 1)
-    expected = dict((h.replace("\r\n", "\n"), e["status"]) for h, e in report["hosts"].items())
+    expected = dict((printable(h.replace("\r\n", "\n")), e["status"]) for h, e in report["hosts"].items())
     assert status == expected
     problems = sorted((s[1]["check"], s[1]["status"]) for s in samples if s[0] == "hydra_host_check_problem")
     assert problems == [("gpu.ecc_errors", "FAIL"), ("gpu.persistence_mode", "WARN")]
@@ -195,3 +196,45 @@ def test_format_names_and_files():
                                                "fleet-report.junit.xml", "fleet-report.prom"]
     assert formats.unknown_formats(["json", "pdf", "prometheus"]) == ["pdf"]
     assert [f[0] for f in formats.selected(["prometheus", "json"])] == ["json", "prometheus"]
+
+
+def _hung_host_report(host):
+    """A fleet of one host whose nvidia-smi hangs, judged by doctor's own run() (root cause and blocked checks)."""
+    from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
+    from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+    from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
+
+    def absent(options):
+        raise ProbeAbsent("not here")
+
+    def hung(options):
+        raise ProbeError("nvidia-smi -q -x timed out after 10s <&>")
+    table = dict((name, absent) for name in probe_catalogue.PROBES)
+    table.update(host=lambda options: {"hostname": host}, nvidia_smi=hung)
+    collector = FleetCollector()
+    collector.add_doctor(host, _doctor.run(only=["driver", "gpu"], exclude=["gpu.xid_errors"], probes=table))
+    return collector.build("2026-11-23T08:00:00+00:00", "doctor.yml")
+
+
+def test_a_root_cause_is_one_problem_in_every_format_with_its_blocked_count(tmp_path):
+    host = HOSTILE_HOSTS[0]
+    report = _hung_host_report(host)
+    blocked = report["hosts"][host]["roots"][0]["blocked"]
+    assert blocked > 10 and [(a["check_id"], a["status"]) for a in report["actions"]] == [("driver.nvidia_smi", "ERROR")]
+    schema_validator().validate(json.loads(_text(json_report.render, report)))
+    samples = parse_prom(_text(prometheus.render, report))
+    assert [(s[1]["host"], s[1]["check"], s[2]) for s in samples if s[0] == "hydra_host_root_blocked_checks"] == [
+        (host, "driver.nvidia_smi", blocked)]
+    assert [s[1]["check"] for s in samples if s[0] == "hydra_host_check_problem"] == ["driver.nvidia_smi"]
+    root = ET.fromstring(_text(junit.render, report))
+    assert root.get("errors") == "1"
+    assert len([s for s in root.iter("skipped") if s.get("message").startswith("blocked by driver.nvidia_smi: ")]) == blocked
+    assert "blocked %d checks" % blocked in _text(markdown.render, report)
+    assert "blocked %d checks" % blocked in _text(html.render, report)
+    if shutil.which("xmllint"):
+        path = tmp_path / "fleet-report.junit.xml"
+        path.write_text(_text(junit.render, report), encoding="utf-8")
+        proc = subprocess.run(["xmllint", "--noout", "--schema", os.path.join(REPO, "schemas", "junit.xsd"), str(path)],
+                              capture_output=True, text=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stderr

@@ -501,8 +501,12 @@ def doctor(path, **kwargs):
 ])
 def test_broken_nvidia_smi_is_an_error_on_every_check_never_a_pass(tmp_path, body, fragment):
     checks = doctor(fake_nvidia_smi(tmp_path, body), timeouts={"nvidia_smi": 1})
+    # driver.nvidia_smi is the root: ERROR with the reason; the other checks that read the probe are blocked by the
+    # root (SKIP naming it, the reason kept in the message), never PASS.
     for check_id in SELECTED:
-        assert checks[check_id]["status"] == "ERROR", check_id
+        expected = "ERROR" if check_id == "driver.nvidia_smi" else "SKIP"
+        assert checks[check_id]["status"] == expected, check_id
+        assert checks[check_id].get("blocked_by") == ("driver.nvidia_smi" if expected == "SKIP" else None), check_id
         assert fragment in checks[check_id]["message"], (check_id, checks[check_id]["message"])
 
 
@@ -510,7 +514,9 @@ def test_non_executable_nvidia_smi_path_is_a_permission_error(tmp_path):
     plain = tmp_path / "nvidia-smi"
     plain.write_text(read_fixture("nvidia-smi", "a10g.xml"))
     checks = doctor(str(plain))
-    assert all(c["status"] == "ERROR" and "permission denied" in c["message"] for c in checks.values())
+    assert all(c["status"] == ("SKIP" if c.get("blocked_by") else "ERROR") and "permission denied" in c["message"]
+               for c in checks.values())
+    assert checks["driver.nvidia_smi"]["status"] == "ERROR"
 
 
 def test_missing_nvidia_smi_skips_without_expectations_and_fails_with_them(monkeypatch, tmp_path):

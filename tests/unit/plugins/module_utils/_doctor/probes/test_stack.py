@@ -64,7 +64,10 @@ def test_hanging_torch_interpreter_is_an_error_of_every_torch_check(tmp_path):
         stack.probe_torch(dict(OPTIONS, torch_python=hang, timeouts={"torch": 1, "command": 10}))
     result = doctor.run(only=TORCH_CHECKS, torch_python=hang, timeouts={"torch": 1})
     assert result["probes"]["torch"]["status"] == "error"
-    assert {c["status"] for c in result["checks"]} == {"ERROR"}
+    # pytorch.installed reports the hang (ERROR); every other torch check is blocked by it, never PASS.
+    assert {c["id"]: c["status"] for c in result["checks"] if c["status"] == "ERROR"} == {"pytorch.installed": "ERROR"}
+    assert all(c["status"] == "SKIP" and c["blocked_by"] == "pytorch.installed"
+               for c in result["checks"] if c["id"] != "pytorch.installed")
     assert all("probe torch failed" in c["message"] and "timed out after 1s" in c["message"] for c in result["checks"])
 
 

@@ -1,0 +1,153 @@
+"""Findings that last, through real ansible-playbook runs (tests/support/fleet.py): run 1 with an
+uncorrectable-ECC GPU opens a finding; run 2 with that GPU clean again still shows it open; playbooks/acknowledge.yml
+closes it (check mode and bad input first); the next run's report shows it closed."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from ansible_collections.continuum.hydra.tests.support.fleet import (
+    GPU_ONLY,
+    MACHINE_BOUND,
+    PERSISTENCE_ON,
+    UNCORRECTABLE_ECC,
+    VENV_BIN,
+    fixture,
+    host_vars,
+    plant,
+    run_playbook,
+)
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.hostile_fleet import schema_validator
+
+pytestmark = pytest.mark.integration
+
+ECC_UUID = "GPU-513536b6-7d19-9063-b049-1e69664bb298"
+ACK = os.path.join(REPO, "playbooks", "acknowledge.yml")
+
+
+def _write_smi(root, host, xml):
+    """The host's fake nvidia-smi, replaced between runs (the GPU gets healthy again)."""
+    bindir = os.path.join(root, host, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    smi_xml = os.path.join(root, host, "nvidia-smi-q-x.xml")
+    with open(smi_xml, "w") as handle:
+        handle.write(xml)
+    path = os.path.join(bindir, "nvidia-smi")
+    with open(path, "w") as handle:
+        handle.write('#!/bin/sh\ncase "$*" in *-q*) exec cat "%s" ;; esac\nexit 0\n' % smi_xml)
+    os.chmod(path, 0o755)
+    for tool in ("journalctl", "dmesg"):
+        with open(os.path.join(bindir, tool), "w") as handle:
+            handle.write("#!/bin/sh\nexit 0\n")
+        os.chmod(os.path.join(bindir, tool), 0o755)
+    return bindir
+
+
+def _doctor(inventory, report_dir):
+    proc, report = run_playbook(inventory, report_dir, extra_vars={"hydra_only": GPU_ONLY, "hydra_exclude": MACHINE_BOUND})
+    assert report is not None, proc.stdout + proc.stderr
+    return proc, report
+
+
+def _ack(report_dir, extra, check=False):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"),
+               HYDRA_REPORT_DIR=report_dir, ANSIBLE_NOCOLOR="1", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+    argv = [os.path.join(VENV_BIN, "ansible-playbook"), ACK, "-e", json.dumps(extra)] + (["--check", "--diff"] if check else [])
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=REPO, check=False)
+
+
+def _store(report_dir):
+    with open(os.path.join(report_dir, "history", "findings.json")) as handle:
+        return json.load(handle)
+
+
+def _ecc(findings):
+    found = [f for f in findings if f["host"] == "node-ecc" and f["check_id"] == "gpu.ecc_errors"]
+    assert len(found) == 1, findings
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("findings-fleet"))
+    report_dir = os.path.join(root, "reports")
+    os.makedirs(report_dir)
+    a100 = fixture("a100-sxm4-v12.xml")
+    inventory = {"all": {"hosts": {
+        "node-ok": host_vars(_write_smi(root, "node-ok", plant(a100, PERSISTENCE_ON))),
+        "node-ecc": host_vars(_write_smi(root, "node-ecc", plant(a100, PERSISTENCE_ON, UNCORRECTABLE_ECC))),
+    }}}
+    out = {"report_dir": report_dir}
+    out["run1"] = _doctor(inventory, report_dir)[1]
+    _write_smi(root, "node-ecc", plant(a100, PERSISTENCE_ON))  # reset: clean again
+    out["run2_proc"], out["run2"] = _doctor(inventory, report_dir)
+    for name in ("fleet-report.md", "fleet-report.html"):
+        with open(os.path.join(report_dir, name)) as handle:
+            out["run2_" + name] = handle.read()
+    out["ack_bad_host"] = _ack(report_dir, {"hydra_ack_hosts": ["node-nope"]})
+    out["ack_bad_check"] = _ack(report_dir, {"hydra_ack_hosts": ["node-ecc"], "hydra_ack_checks": ["gpu.nope"]})
+    out["ack_none"] = _ack(report_dir, {"hydra_ack_note": "x"})
+    out["ack_check_mode"] = _ack(report_dir, {"hydra_ack_hosts": ["node-ecc"], "hydra_ack_checks": ["gpu.ecc_errors"]}, check=True)
+    out["store_after_check_mode"] = _store(report_dir)
+    out["ack"] = _ack(report_dir, {"hydra_ack_hosts": ["node-ecc"], "hydra_ack_checks": ["gpu.ecc_errors"],
+                                   "hydra_ack_note": "reset, looks fine"})
+    out["store_after_ack"] = _store(report_dir)
+    out["ack_again"] = _ack(report_dir, {"hydra_ack_hosts": ["node-ecc"], "hydra_ack_checks": ["gpu.ecc_errors"]})
+    out["run3"] = _doctor(inventory, report_dir)[1]
+    return out
+
+
+def test_run_1_opens_a_finding_for_the_ecc_gpu(runs):
+    ecc = _ecc(runs["run1"]["findings"])
+    assert ecc["open"] is True and ecc["status"] == "FAIL" and ecc["gpu_uuid"] == ECC_UUID and ecc["times_seen"] == 1
+    assert ecc["escalation"]["level"] == 1 and "reset the GPU" in ecc["escalation"]["action"]
+    assert ecc["boot_id"]  # doctor's environment carries the host's boot id
+    assert not [f for f in runs["run1"]["findings"] if f["host"] == "node-ok" and f["status"] == "FAIL"]
+
+
+def test_run_2_with_the_gpu_clean_still_shows_the_finding_open(runs):
+    report = runs["run2"]
+    assert report["hosts"]["node-ecc"]["failing_checks"] == []
+    ecc = _ecc(report["findings"])
+    assert ecc["open"] is True and ecc["times_seen"] == 1 and ecc["last_seen"] == runs["run1"]["generated_at"]
+    assert "Open findings" in runs["run2_proc"].stdout and "gpu.ecc_errors" in runs["run2_proc"].stdout
+    markdown = runs["run2_fleet-report.md"]
+    assert "## Open findings" in markdown
+    assert "node" in markdown.split("## Open findings")[1] and "513536b6" in markdown.split("## Open findings")[1]
+    html = runs["run2_fleet-report.html"]
+    assert 'id="findings-table"' in html and ECC_UUID in html.split('id="findings-table"')[1]
+    schema_validator().validate(report)
+
+
+def test_bad_acknowledge_input_is_a_one_line_failure_naming_the_value(runs):
+    for name, value in (("ack_bad_host", "no finding for host 'node-nope'"), ("ack_bad_check", "no finding for check 'gpu.nope'"),
+                        ("ack_none", "no hosts given")):
+        proc = runs[name]
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert value in proc.stdout, proc.stdout
+
+
+def test_check_mode_says_what_it_would_close_and_writes_nothing(runs):
+    proc = runs["ack_check_mode"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "would close 1 finding: node-ecc gpu.ecc_errors GPU 0 %s" % ECC_UUID in proc.stdout
+    assert '"open": false' in proc.stdout  # the diff
+    assert _ecc(runs["store_after_check_mode"]["findings"])["open"] is True
+
+
+def test_acknowledge_closes_it_in_the_store_and_in_the_next_report(runs):
+    proc = runs["ack"]
+    assert proc.returncode == 0 and "closed 1 finding: node-ecc gpu.ecc_errors" in proc.stdout, proc.stdout + proc.stderr
+    stored = _ecc(runs["store_after_ack"]["findings"])
+    assert stored["open"] is False
+    assert stored["acknowledged"]["note"] == "reset, looks fine" and stored["acknowledged"]["by"]
+    again = runs["ack_again"]
+    assert again.returncode == 0 and "closed 0 findings" in again.stdout and "changed=0" in again.stdout
+    report = runs["run3"]
+    ecc = _ecc(report["findings"])
+    assert ecc["open"] is False and ecc["acknowledged"]["note"] == "reset, looks fine"
+    assert report["findings"][-1] is not None and all(f["open"] is False for f in report["findings"] if f["status"] == "FAIL")
+    schema_validator().validate(report)
