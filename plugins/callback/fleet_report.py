@@ -68,6 +68,18 @@ options:
     ini:
       - section: callback_fleet_report
         key: history_keep
+  straggler_history_runs:
+    description:
+      - How many runs (this one included) the history straggler rule combines - a host below its class in every one
+        of them, by enough in all, is a straggler even when no single run says so (C(docs/fleet_analysis.md)). V(0)
+        or V(1) judges this run alone. Needs O(history_keep) at least as large.
+    type: int
+    default: 3
+    env:
+      - name: HYDRA_STRAGGLER_HISTORY_RUNS
+    ini:
+      - section: callback_fleet_report
+        key: straggler_history_runs
   class_groups:
     description:
       - Inventory groups that define the hardware classes, in order of precedence - a host's class is the first of
@@ -222,6 +234,11 @@ class CallbackModule(CallbackBase):
         if keep is None or keep < 0:
             problems.append("history_keep: %r is not a number of runs (0 or more); history is off" % (keep,))
             keep = 0
+        straggler_runs = self.get_option("straggler_history_runs")
+        if straggler_runs is None or straggler_runs < 0:
+            problems.append("straggler_history_runs: %r is not a number of runs (0 or more); stragglers are judged on this run"
+                            % (straggler_runs,))
+            straggler_runs = 0
         expected = None
         path = self.get_option("expected_versions")
         if path:
@@ -246,6 +263,7 @@ class CallbackModule(CallbackBase):
             "report_dir": report_dir,
             "formats": [f for f in chosen if f not in unknown],
             "history_keep": keep,
+            "straggler_history_runs": straggler_runs,
             "history_dir": self.get_option("history_dir") or os.path.join(report_dir, "history"),
             "class_groups": [str(g) for g in self.get_option("class_groups") or []],
             "expected": expected,
@@ -334,7 +352,8 @@ class CallbackModule(CallbackBase):
     def _analyse(self, report: dict[str, Any], settings: Mapping[str, Any]) -> Optional[AnalysisOptions]:
         keep = settings["history_keep"]
         options = AnalysisOptions(class_groups=settings["class_groups"], host_groups=self._collector.groups,
-                                  expected=settings["expected"], batch=settings["batch"], problems=self._problems)
+                                  expected=settings["expected"], batch=settings["batch"], problems=self._problems,
+                                  straggler_history_runs=settings["straggler_history_runs"])
         if keep > 0:
             options.history = history.read_snapshots(settings["history_dir"], keep - 1, options.problems)
         try:

@@ -17,6 +17,7 @@ from ansible_collections.continuum.hydra.tests.support.fleet import (
     PERSISTENCE_ON,
     UNCORRECTABLE_ECC,
     fixture,
+    host_uuid,
     host_vars,
     plant,
     run_playbook,
@@ -100,7 +101,7 @@ def test_failing_checks_name_the_hosts_and_gpus(fleet):
     assert report["hosts"]["t4-xid"]["failing_checks"] == ["gpu.xid_errors"]
     ecc = [e for e in report["failing"]["gpu.ecc_errors"] if e["status"] == "FAIL"]
     assert [e["host"] for e in ecc] == ["a100-ecc"]
-    assert ecc[0]["gpus"][0]["uuid"] == "GPU-513536b6-7d19-9063-b049-1e69664bb298"
+    assert ecc[0]["gpus"][0]["uuid"] == host_uuid("GPU-513536b6-7d19-9063-b049-1e69664bb298", "a100-ecc")
     assert ecc[0]["gpus"][0]["pci_bus_id"] == "00000000:01:00.0"
     xid = [e for e in report["failing"]["gpu.xid_errors"] if e["status"] == "FAIL"]
     assert [e["host"] for e in xid] == ["t4-xid"] and xid[0]["gpus"][0]["pci_bus_id"] == _t4_bus_id()

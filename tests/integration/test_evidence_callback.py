@@ -12,6 +12,8 @@ from ansible_collections.continuum.hydra.tests.support.fleet import (
     PERSISTENCE_ON,
     UNCORRECTABLE_ECC,
     fixture,
+    host_serial,
+    host_uuid,
     host_vars,
     plant,
     run_playbook,
@@ -21,8 +23,9 @@ from ansible_collections.continuum.hydra.tests.support.hostile_fleet import sche
 
 pytestmark = pytest.mark.integration
 
-A100_UUID = "GPU-513536b6-7d19-9063-b049-1e69664bb298"
-A100_SERIAL = "1650522003820"
+# The recording's GPU 0, as the simulated host a100-ecc reports it (tests/support/fleet.py own_gpus).
+A100_UUID = host_uuid("GPU-513536b6-7d19-9063-b049-1e69664bb298", "a100-ecc")
+A100_SERIAL = host_serial("1650522003820", "a100-ecc")
 
 
 @pytest.fixture(scope="module")

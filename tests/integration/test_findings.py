@@ -15,35 +15,19 @@ from ansible_collections.continuum.hydra.tests.support.fleet import (
     UNCORRECTABLE_ECC,
     VENV_BIN,
     fixture,
+    host_uuid,
     host_vars,
     plant,
     run_playbook,
+    write_host_bin,
 )
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 from ansible_collections.continuum.hydra.tests.support.hostile_fleet import schema_validator
 
 pytestmark = pytest.mark.integration
 
-ECC_UUID = "GPU-513536b6-7d19-9063-b049-1e69664bb298"
+ECC_UUID = host_uuid("GPU-513536b6-7d19-9063-b049-1e69664bb298", "node-ecc")
 ACK = os.path.join(REPO, "playbooks", "acknowledge.yml")
-
-
-def _write_smi(root, host, xml):
-    """The host's fake nvidia-smi, replaced between runs (the GPU gets healthy again)."""
-    bindir = os.path.join(root, host, "bin")
-    os.makedirs(bindir, exist_ok=True)
-    smi_xml = os.path.join(root, host, "nvidia-smi-q-x.xml")
-    with open(smi_xml, "w") as handle:
-        handle.write(xml)
-    path = os.path.join(bindir, "nvidia-smi")
-    with open(path, "w") as handle:
-        handle.write('#!/bin/sh\ncase "$*" in *-q*) exec cat "%s" ;; esac\nexit 0\n' % smi_xml)
-    os.chmod(path, 0o755)
-    for tool in ("journalctl", "dmesg"):
-        with open(os.path.join(bindir, tool), "w") as handle:
-            handle.write("#!/bin/sh\nexit 0\n")
-        os.chmod(os.path.join(bindir, tool), 0o755)
-    return bindir
 
 
 def _doctor(inventory, report_dir):
@@ -77,12 +61,12 @@ def runs(tmp_path_factory):
     os.makedirs(report_dir)
     a100 = fixture("a100-sxm4-v12.xml")
     inventory = {"all": {"hosts": {
-        "node-ok": host_vars(_write_smi(root, "node-ok", plant(a100, PERSISTENCE_ON))),
-        "node-ecc": host_vars(_write_smi(root, "node-ecc", plant(a100, PERSISTENCE_ON, UNCORRECTABLE_ECC))),
+        "node-ok": host_vars(write_host_bin(root, "node-ok", plant(a100, PERSISTENCE_ON))),
+        "node-ecc": host_vars(write_host_bin(root, "node-ecc", plant(a100, PERSISTENCE_ON, UNCORRECTABLE_ECC))),
     }}}
     out = {"report_dir": report_dir}
     out["run1"] = _doctor(inventory, report_dir)[1]
-    _write_smi(root, "node-ecc", plant(a100, PERSISTENCE_ON))  # reset: clean again
+    write_host_bin(root, "node-ecc", plant(a100, PERSISTENCE_ON))  # reset: clean again
     out["run2_proc"], out["run2"] = _doctor(inventory, report_dir)
     for name in ("fleet-report.md", "fleet-report.html"):
         with open(os.path.join(report_dir, name)) as handle:

@@ -6,6 +6,7 @@ and fake `journalctl`/`dmesg` that replay a kernel log. Nothing else is faked: t
 connection plugin, the callback and the report files are real.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -40,14 +41,31 @@ GPU_ONLY = ["gpu", "driver.nvidia_smi", "driver.version"]
 MACHINE_BOUND = ["gpu.nvml_available", "gpu.nvml_devices"]
 
 
+def host_uuid(uuid, host):
+    """The UUID a recorded GPU gets on this simulated host: the recording's, with the last group the host's own."""
+    return uuid.rsplit("-", 1)[0] + "-" + hashlib.sha256(("%s:%s" % (host, uuid)).encode()).hexdigest()[:12]
+
+
+def host_serial(serial, host):
+    """The serial a recorded GPU gets on this simulated host (same length, digits only)."""
+    digits = int(hashlib.sha256(("%s:%s" % (host, serial)).encode()).hexdigest(), 16)
+    return str(digits % 10 ** len(serial)).zfill(len(serial))
+
+
+def own_gpus(xml, host):
+    """The recording with every GPU's UUID and serial made this host's own: no two hosts of a fleet share a GPU."""
+    xml = re.sub(r"<uuid>(GPU-[0-9a-fA-F-]+)</uuid>", lambda m: "<uuid>%s</uuid>" % host_uuid(m.group(1), host), xml)
+    return re.sub(r"<serial>(\d+)</serial>", lambda m: "<serial>%s</serial>" % host_serial(m.group(1), host), xml)
+
+
 def write_host_bin(root, host, xml=None, kernel_log="", hang=False):
-    """The host's fake tools; returns the directory."""
+    """The host's fake tools (the recording's GPUs given this host's own UUIDs and serials); returns the directory."""
     bindir = os.path.join(root, host, "bin")
-    os.makedirs(bindir)
+    os.makedirs(bindir, exist_ok=True)  # called again to change the host between runs
     if xml is not None or hang:
         smi_xml = os.path.join(root, host, "nvidia-smi-q-x.xml")
         with open(smi_xml, "w") as handle:
-            handle.write(xml or "")
+            handle.write(own_gpus(xml or "", host))
         body = "exec sleep 600\n" if hang else 'case "$*" in *-q*) exec cat "%s" ;; esac\nexit 0\n' % smi_xml
         _script(os.path.join(bindir, "nvidia-smi"), body)
     log = os.path.join(root, host, "kernel.log")
