@@ -16,6 +16,10 @@ description:
     prints a summary, the failing checks with their hosts and GPUs, drift, stragglers and the top actions.
   - Writes nothing for a playbook that ran no continuum.hydra task. A report that cannot be written, a bad setting or
     an unreadable file is a warning and a line in the report, not a failed run.
+  - Under AWX job slicing (the extra vars C(awx_workflow_job_id) and C(awx_job_id), which AWX sets) it writes only
+    this slice's part, C(parts/<awx_workflow_job_id>/job-<awx_job_id>.json) under O(report_dir), and no
+    C(fleet-report.*); C(playbooks/merge.yml) (the P(continuum.hydra.fleet_merge#module) task) merges the parts and
+    this callback then writes the one report. See C(docs/awx.md).
   - See C(docs/fleet_report.md) and C(docs/fleet_analysis.md) in the collection.
 requirements:
   - Enable it with C(callbacks_enabled = continuum.hydra.fleet_report) in C(ansible.cfg) or
@@ -155,7 +159,7 @@ from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, history
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, history, parts
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import validate as validate_batch
@@ -169,6 +173,7 @@ DOCTOR = "continuum.hydra.doctor"
 PROFILE = "continuum.hydra.profile"
 ENV_SETUP = "continuum.hydra.env_setup"
 HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP])
+MERGE = "continuum.hydra.fleet_merge"  # playbooks/merge.yml: its result is the merged hosts of a sliced run
 REPORT_NAME = formats.REPORT_NAME
 BATCH_PLAN_NAME = "batch-plan"
 NAME = "continuum.hydra.fleet_report"
@@ -207,6 +212,9 @@ class CallbackModule(CallbackBase):
         self._playbook: Optional[str] = None
         self._problems: list[str] = []
         self._settings: Optional[dict[str, Any]] = None
+        self._slice: Optional[dict[str, str]] = None  # {workflow_job_id, job_id} when this run is an AWX slice
+        self._slice_hosts: set[str] = set()
+        self._merge: Optional[dict[str, Any]] = None  # merge.yml's summary of the parts it merged
 
     def set_options(self, task_keys: Any = None, var_options: Any = None, direct: Any = None) -> None:
         try:
@@ -283,6 +291,28 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         self._play_runs_hydra = _runs_hydra(play.pre_tasks + play.tasks + play.post_tasks)
+        manager = play.get_variable_manager()
+        if self._slice is None:
+            self._slice = self._read_slice(manager.extra_vars if manager is not None else {})
+        if self._play_runs_hydra and self._slice and manager is not None:
+            # The hosts this slice was given (the inventory AWX cut, and --limit): those with no result are missing.
+            try:
+                self._slice_hosts.update(h.get_name() for h in manager._inventory.get_hosts(play.hosts))
+            except (AnsibleError, AttributeError) as exc:
+                self._problems.append("parts: cannot list the slice's hosts: %s" % _one_line(exc))
+
+    def _read_slice(self, extra_vars: Mapping[str, Any]) -> dict[str, str]:
+        """{workflow_job_id, job_id} from AWX's extra vars when this run is a slice of a workflow; {} otherwise."""
+        if extra_vars.get("awx_workflow_job_id") in (None, ""):
+            return {}
+        try:
+            return {"workflow_job_id": parts.clean_id(extra_vars.get("awx_workflow_job_id"), "awx_workflow_job_id"),
+                    "job_id": parts.clean_id(extra_vars.get("awx_job_id"), "awx_job_id")}
+        except parts.PartError as exc:
+            problem = "parts: %s; writing the whole report instead of a part" % exc
+            self._problems.append(problem)
+            self._display.warning("%s: %s" % (NAME, problem))
+            return {}
 
     def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
         if _action_of(task) in HYDRA_ACTIONS:
@@ -295,6 +325,9 @@ class CallbackModule(CallbackBase):
 
     def v2_runner_on_ok(self, result: Any) -> None:
         action = _action_of(result._task)
+        if action == MERGE:
+            self._take_merge(result._result)
+            return
         if action not in HYDRA_ACTIONS:
             return
         host = result._host.get_name()
@@ -330,13 +363,51 @@ class CallbackModule(CallbackBase):
         self._remember_groups(result)
         self._collector.add_unreachable(result._host.get_name(), str(result._result.get("msg") or UNREACHABLE).strip())
 
+    def _take_merge(self, result: Mapping[str, Any]) -> None:
+        """merge.yml's merged hosts become this run's: rendered below like any run's, once."""
+        report = result.get("report")
+        if not isinstance(report, dict) or not isinstance(report.get("hosts"), dict):
+            return
+        self._ran_hydra_task = True
+        self._merge = dict(result.get("merge") or {})
+        for name, entry in report["hosts"].items():
+            self._collector.add_entry(name, entry)
+        for name, names in (result.get("groups") or {}).items():
+            self._collector.set_groups(name, names)
+        for problem in result.get("problems") or []:
+            self._problems.append(problem)
+            self._display.warning("%s: %s" % (NAME, problem))
+
+    def _write_part(self, now: datetime.datetime, settings: Mapping[str, Any]) -> None:
+        """A slice's part (every host entry and the slice's hosts), in place of the shared fleet-report.*."""
+        assert self._slice
+        part = parts.build_part(self._collector.hosts, self._slice_hosts, self._collector.groups,
+                                self._slice["workflow_job_id"], self._slice["job_id"], now.isoformat(timespec="seconds"),
+                                self._playbook)
+        path = parts.part_path(settings["report_dir"], self._slice["workflow_job_id"], self._slice["job_id"])
+        try:
+            write_atomic(path, json.dumps(part, indent=1, sort_keys=True) + "\n")
+        except OSError as exc:
+            self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
+            return
+        self._display.display("continuum.hydra fleet report: slice part of %d host%s (workflow %s, job %s): %s; "
+                              "playbooks/merge.yml writes the report" % (
+                                  len(part["hosts"]), "" if len(part["hosts"]) == 1 else "s",
+                                  self._slice["workflow_job_id"], self._slice["job_id"], path))
+
     def v2_playbook_on_stats(self, stats: Any) -> None:
         if not self._ran_hydra_task:
             return
         settings = self._settings_now()
         now = datetime.datetime.now(datetime.timezone.utc)
+        if self._slice and self._merge is None:
+            with cyclic_gc_paused():
+                self._write_part(now, settings)
+            return
         with cyclic_gc_paused():
             report = self._collector.build(now.isoformat(timespec="seconds"), self._playbook)
+            if self._merge is not None:
+                report["merge"] = self._merge
             options = self._analyse(report, settings)
             if options is not None:
                 self._write_history(now, settings, options)

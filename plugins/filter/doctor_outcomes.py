@@ -60,7 +60,7 @@ from typing import Any, Optional
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, HOST_VERDICTS, UNREACHABLE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, TASK_FAILED, UNCHECKED, FleetCollector
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, MISSING, TASK_FAILED, UNCHECKED, FleetCollector
 
 FLEET_REPORT_KIND = "continuum.hydra.fleet_report"
 # A host doctor never judged (profiled only, or not in the report): nothing to drain or resume it on.
@@ -76,8 +76,8 @@ def from_fleet_report_host(entry: Mapping[str, Any]) -> dict[str, Any]:
     status = entry.get("status")
     if status == TASK_FAILED:
         return _outcome(ERRORED, "doctor task failed: %s" % (entry.get("message") or "no message"))
-    if status == UNCHECKED:
-        # Profiled but never judged by doctor: nothing to drain or resume it on.
+    if status in (UNCHECKED, MISSING):
+        # Profiled but never judged by doctor, or in no slice of a merged report: nothing to drain or resume it on.
         return _outcome(UNKNOWN, entry.get("message") or "doctor did not check this host")
     if status not in HOST_VERDICTS + (UNREACHABLE,):
         raise AnsibleFilterError("doctor_outcomes: fleet report host status %r is not one of %s"

@@ -93,7 +93,7 @@ def host_vars(bindir, **extra):
     return values
 
 
-def run_playbook(inventory, report_dir, extra_vars=None, timeout=300, playbook=PLAYBOOK):
+def run_playbook(inventory, report_dir, extra_vars=None, timeout=300, playbook=PLAYBOOK, limit=None):
     inv_path = os.path.join(report_dir, "inventory.yml")
     with open(inv_path, "w") as handle:
         yaml.safe_dump(inventory, handle)
@@ -103,6 +103,8 @@ def run_playbook(inventory, report_dir, extra_vars=None, timeout=300, playbook=P
     argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", inv_path, playbook]
     for key, value in (extra_vars or {}).items():
         argv += ["-e", json.dumps({key: value})]
+    if limit:
+        argv += ["--limit", limit]
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO, check=False)
     report_path = os.path.join(report_dir, "fleet-report.json")
     report = None

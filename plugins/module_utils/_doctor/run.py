@@ -54,6 +54,9 @@ def validate(only: Optional[Sequence[str]], exclude: Optional[Sequence[str]], ti
             raise DoctorInputError(
                 "%s: %s matches no check id; ids start with one of: %s (list_checks=true shows them all)"
                 % (label, ", ".join(repr(p) for p in unknown), ", ".join(sorted(set(c.category for c in CATALOGUE)))))
+    if not registry.select(CATALOGUE, only, exclude):
+        # No check would run: the host's verdict would be "healthy" with nothing judged (a dead GPU included).
+        raise DoctorInputError("only: %s, exclude: %s leave no check to run" % (list(only or []), list(exclude or [])))
     for name, value in (timeouts or {}).items():
         if name not in DEFAULT_TIMEOUTS:
             raise DoctorInputError("timeouts: unknown probe %r; accepted: %s" % (name, ", ".join(sorted(DEFAULT_TIMEOUTS))))

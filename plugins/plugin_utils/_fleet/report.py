@@ -20,12 +20,14 @@ REPORT_KIND = "continuum.hydra.fleet_report"
 TASK_FAILED = "task_failed"  # doctor's task failed on the host: no verdict
 # Profiled or set up, but doctor did not run: nothing says whether the host is healthy.
 UNCHECKED = "unchecked"
+# In the inventory of a merged run (playbooks/merge.yml) but in no slice's part: never checked, never healthy.
+MISSING = "missing"
 HOST_STATUSES = HOST_VERDICTS + (UNREACHABLE, TASK_FAILED)
 # A status that only appears in totals when some host has it, so doctor runs keep their totals.
-OPTIONAL_STATUSES = (UNCHECKED,)
+OPTIONAL_STATUSES = (UNCHECKED, MISSING)
 ALL_HOST_STATUSES = HOST_STATUSES + OPTIONAL_STATUSES
 # Hosts doctor could not judge at all: no checks ran.
-NOT_JUDGED = (UNREACHABLE, TASK_FAILED)
+NOT_JUDGED = (UNREACHABLE, TASK_FAILED, MISSING)
 
 # Actions list the worst problems first: a FAIL on one host outranks a WARN on many.
 _ACTION_RANK = {FAIL: 0, ERROR: 1, WARN: 2}
@@ -52,11 +54,16 @@ class FleetCollector:
             if "catalogue" not in result:
                 self.add_task_failed(host, "doctor returned no checks: %s" % " ".join(str(result.get("msg") or "no result").split()))
             return
+        if not checks:
+            # A verdict needs at least one check: an empty list judged nothing, so it is never healthy.
+            self.add_unchecked(host, "doctor ran no check on this host")
+            return
         entry = self._entry(host)
         # Recount rather than trust the summary: the report must agree with the checks it lists.
-        entry.update(status=host_verdict(summarize(checks)), message=None, doctor=result,
-                     failing_checks=[c["id"] for c in checks if c["status"] in (FAIL, ERROR)],
-                     warning_checks=[c["id"] for c in checks if c["status"] == WARN], roots=roots(checks))
+        counted = judged(checks)
+        entry.update(status=host_verdict(summarize(counted)), message=None, doctor=result,
+                     failing_checks=[c["id"] for c in counted if c["status"] in (FAIL, ERROR)],
+                     warning_checks=[c["id"] for c in counted if c["status"] == WARN], roots=roots(checks))
 
     def add_registered(self, host: str, result: object) -> None:
         """A doctor result as a play registered it (hostvars), whatever became of the task; None: it never ran."""
@@ -89,6 +96,14 @@ class FleetCollector:
         if entry["doctor"] is None:
             entry["message"] = message
 
+    def add_missing(self, host: str, message: str) -> None:
+        """A host of the merged inventory that no slice reported on (see _fleet/parts.py)."""
+        self._add_problem(host, MISSING, message)
+
+    def add_entry(self, host: str, entry: Mapping[str, Any]) -> None:
+        """A host's entry as another collector held it (a slice's part): taken whole."""
+        self._hosts[host] = dict(entry)
+
     def add_unreachable(self, host: str, message: str) -> None:
         self._add_problem(host, UNREACHABLE, message)
 
@@ -100,6 +115,10 @@ class FleetCollector:
         if entry["doctor"] is not None:
             return  # doctor already judged this host; a later task's trouble does not erase that
         entry.update(status=status, message=message)
+
+    @property
+    def hosts(self) -> Mapping[str, Mapping[str, Any]]:
+        return self._hosts
 
     def __len__(self) -> int:
         return len(self._hosts)
@@ -119,6 +138,13 @@ def roots(checks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             blocked[chk["blocked_by"]] = blocked.get(chk["blocked_by"], 0) + 1
     return [{"check_id": chk["id"], "status": chk["status"], "message": chk.get("message"), "blocked": blocked[chk["id"]]}
             for chk in checks if chk["id"] in blocked]
+
+
+def judged(checks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The checks as the verdict counts them: a check blocked by a root that is not in the result at ERROR or FAIL
+    counts as ERROR. doctor's own safety pass already guarantees this; an old or hand-made result may not."""
+    failed = {c["id"] for c in checks if c["status"] in (FAIL, ERROR)}
+    return [dict(c, status=ERROR) if c.get("blocked_by") and c["blocked_by"] not in failed else c for c in checks]
 
 
 def build_report(hosts: Mapping[str, dict[str, Any]], generated_at: Optional[str], playbook: Optional[str] = None) -> dict[str, Any]:

@@ -12,12 +12,12 @@ from html import escape
 from typing import Any
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAILED, HEALTHY, UNREACHABLE, WARNING
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import TASK_FAILED, UNCHECKED
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, TASK_FAILED, UNCHECKED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
 STATUS_COLOURS = {HEALTHY: "#2e7d32", WARNING: "#f9a825", UNCHECKED: "#90a4ae", ERRORED: "#ef6c00",
-                  FAILED: "#c62828", UNREACHABLE: "#6a1b9a", TASK_FAILED: "#4e342e"}
+                  FAILED: "#c62828", UNREACHABLE: "#6a1b9a", TASK_FAILED: "#4e342e", MISSING: "#546e7a"}
 LABEL_W = 370
 BAR_W = 560
 ROW_H = 26

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAIL, FAILED, HEALTHY, UNREACHABLE, WARNING
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED, TASK_FAILED, UNCHECKED
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, NOT_JUDGED, TASK_FAILED, UNCHECKED
 
-PROBLEM_STATUSES = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED)
-STATUS_ORDER = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED, WARNING, UNCHECKED, HEALTHY)
+PROBLEM_STATUSES = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED, MISSING)
+STATUS_ORDER = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED, MISSING, WARNING, UNCHECKED, HEALTHY)
 STATUS_LABELS = {TASK_FAILED: "task failed"}
 
 # (host, class, field, value, reference, basis, gpu labels)

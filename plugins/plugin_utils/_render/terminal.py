@@ -12,13 +12,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL, FAILED, HEALTHY, UNREACHABLE, WARN, WARNING
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED, TASK_FAILED, UNCHECKED
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, NOT_JUDGED, TASK_FAILED, UNCHECKED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import escaped_controls
 
 # Colour names are Ansible's (C.COLOR_*); the callback applies them only where Ansible would colour
 # (a TTY, no ANSIBLE_NOCOLOR).
-_COLOURS = {FAIL: "red", ERROR: "red", WARN: "yellow", HEALTHY: "green", UNREACHABLE: "red", TASK_FAILED: "red",
+_COLOURS = {FAIL: "red", ERROR: "red", WARN: "yellow", HEALTHY: "green", UNREACHABLE: "red", TASK_FAILED: "red", MISSING: "red",
             "DRIFT": "yellow", "SLOW": "red", "PROBLEM": "red", "REPEAT": "red", "TREND": "yellow"}
 MAX_HOSTS_SHOWN = 8
 MAX_ACTIONS_SHOWN = 5
@@ -56,7 +56,7 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
     totals = report["totals"]
     headline = "continuum.hydra fleet report: %d host%s: %d healthy, %d warning, %d failed, %d error, %d unreachable, %d task failed%s" % (
         totals["hosts"], "" if totals["hosts"] == 1 else "s", totals[HEALTHY], totals[WARNING], totals[FAILED], totals[ERRORED], totals[UNREACHABLE],
-        totals[TASK_FAILED], ", %d unchecked" % totals[UNCHECKED] if totals.get(UNCHECKED) else "")
+        totals[TASK_FAILED], "".join(", %d %s" % (totals[s], s) for s in (UNCHECKED, MISSING) if totals.get(s)))
     lines: list[Line] = [("", None), (headline, None)]
     for status in NOT_JUDGED:
         names = [h for h, e in report["hosts"].items() if e["status"] == status]
@@ -78,7 +78,7 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
             lines.append(("  %d. [%s] %s on %d host%s: %s" % (
                 rank, action["status"], action["check_id"], action["host_count"], "" if action["host_count"] == 1 else "s",
                 action["remediation"] or "see the check's details"), _COLOURS.get(action["status"])))
-    elif not totals[UNREACHABLE] and not totals[TASK_FAILED] and not totals.get(UNCHECKED):
+    elif not totals[UNREACHABLE] and not totals[TASK_FAILED] and not totals.get(UNCHECKED) and not totals.get(MISSING):
         lines.append(("All hosts healthy.", _COLOURS[HEALTHY]))
     findings = views.open_finding_rows(report)
     if findings:

@@ -145,6 +145,8 @@ def _with_unreadable(results: list["GpuResult"], gpus: Sequence[Mapping[str, Any
     out = list(results)
     for gpu in gpus:
         found = _unreadable_in(gpu, fields)
+        if not found and _blank(gpu):
+            found = {BLANK: "N/A"}
         if not found:
             continue
         broken = _unreadable_result(gpu, found)
@@ -163,6 +165,24 @@ def _with_unreadable(results: list["GpuResult"], gpus: Sequence[Mapping[str, Any
             merged.update(broken[1])
             out[position] = (broken[0], merged, broken[2])
     return out
+
+
+# A GPU nvidia-smi lists with not one reading (every value "N/A"): the driver cannot query it (fallen off the bus,
+# not initialised). Each per-GPU check judges it as unreadable, so that it never leaves every check SKIP.
+BLANK = "(every reading)"
+_READINGS = ("persistence_mode", "performance_state", "pcie", "utilization", "memory", "ecc", "retired_pages",
+             "remapped_rows", "temperature", "power", "clocks", "max_clocks", "clock_event_reasons")
+
+
+def _blank(gpu: Mapping[str, Any]) -> bool:
+    """Whether the GPU has no readable and no unreadable value among its readings (identity fields aside)."""
+    def empty(value: Any) -> bool:
+        if isinstance(value, dict):
+            return all(empty(item) for item in value.values())
+        if isinstance(value, (list, tuple)):
+            return all(empty(item) for item in value)
+        return value is None
+    return not gpu.get("unreadable") and all(empty(gpu.get(key)) for key in _READINGS)
 
 
 def _vgpu(gpu: Mapping[str, Any]) -> bool:
@@ -501,14 +521,16 @@ def gpu_passthrough(probes: Probes, expect: Expect) -> Finding:
         len(on_bus) - len(to_vms), " (%s)" % "; ".join(notes) if notes else ""), details)
 
 
-@check("gpu.count", "GPU count", uses=("nvidia_smi", "nvidia_pci"))
+@check("gpu.count", "GPU count", uses=("nvidia_smi", "nvidia_pci", "host"))
 def gpu_count(probes: Probes, expect: Expect) -> Finding:
     """Reads the GPUs nvidia-smi lists, against `gpu_count`, and the NVIDIA GPUs on the PCI bus.
 
     FAIL when fewer or more GPUs are visible than expected, naming the missing count and the PCI
     addresses the driver does not see; FAIL as well when a count is expected and nvidia-smi is
-    absent. PASS (informational) without an expectation; ERROR when nvidia-smi failed; SKIP with
-    neither nvidia-smi nor an expectation.
+    absent. Without an expectation: FAIL when a GPU on the PCI bus is neither seen by the driver
+    nor bound to vfio-pci (outside containers, which see only some of the host's GPUs), else PASS
+    (informational); ERROR when nvidia-smi failed; SKIP with neither nvidia-smi nor an
+    expectation.
 
     Remediation: find the missing GPU in the kernel log (XID 79, init failures) and reseat or
     replace it; fix hydra_expect.gpu_count when the group's expectation is wrong.
@@ -529,6 +551,14 @@ def gpu_count(probes: Probes, expect: Expect) -> Finding:
     details = {"expected": want, "seen": len(gpus), "attached_gpus": smi["data"]["attached_gpus"],
                "gpus": [gpu_ref(g) for g in gpus], "pci_not_seen_by_driver": unseen}
     if want is None:
+        host = probes["host"]["data"] if probes["host"]["status"] == READ_OK else {}
+        lost = [g["address"] for g in (pci["data"]["gpus"] if pci["status"] == READ_OK else [])
+                if pci_key(g["address"]) not in seen_keys and g.get("driver") != "vfio-pci"]
+        if lost and not (host or {}).get("is_container"):
+            return finding(FAIL, "%d GPU(s) seen by the driver, but %d more on the PCI bus are not: %s" % (
+                len(gpus), len(lost), ", ".join(lost)), details,
+                remediation="Look for the missing GPU in the kernel log (XID 79, RmInitAdapter failures); reset or "
+                            "reseat it, or reboot the node.")
         return finding(PASS, "%d GPU(s): %s (no gpu_count expected)" % (len(gpus), _models(gpus) or "none"), details)
     if len(gpus) < want:
         where = "; on the PCI bus but not seen by the driver: %s" % ", ".join(unseen) if unseen else ""

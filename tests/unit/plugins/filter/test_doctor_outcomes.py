@@ -33,7 +33,7 @@ def test_registered_results_unreachable_failed_task_and_missing_hosts():
 
 
 def test_result_var_is_configurable():
-    out = doctor_outcomes({"h": {"mine": doctor_result("healthy")}}, ["h"], result_var="mine")
+    out = doctor_outcomes({"h": {"mine": doctor_result("healthy", gpu__count="PASS")}}, ["h"], result_var="mine")
     assert out["h"]["status"] == "healthy"
 
 
@@ -65,3 +65,22 @@ def test_bad_input_is_one_clear_line(source, hosts, message):
     with pytest.raises(AnsibleFilterError) as err:
         doctor_outcomes(source, hosts)
     assert str(err.value).startswith(message)
+
+
+def test_nothing_judged_or_an_unbacked_block_is_never_healthy_and_never_resumable():
+    """An empty check list judged nothing; a SKIP blocked by a root that is not failing in the result counts as ERROR."""
+    unbacked = doctor_result("healthy", gpu__ecc_errors="SKIP")
+    unbacked["checks"][0]["blocked_by"] = "driver.nvidia_smi"  # the root itself is not in the result
+    backed = doctor_result("error", driver__nvidia_smi="ERROR", gpu__ecc_errors="SKIP")
+    backed["checks"][1]["blocked_by"] = "driver.nvidia_smi"
+    hostvars = {"empty": {"hydra_doctor": doctor_result("healthy")}, "unbacked": {"hydra_doctor": unbacked},
+                "backed": {"hydra_doctor": backed}}
+    out = doctor_outcomes(hostvars, ["empty", "unbacked", "backed"])
+    assert out["empty"]["status"] == "unknown"
+    assert out["unbacked"]["status"] == "error" and out["unbacked"]["failing_checks"] == ["gpu.ecc_errors"]
+    assert out["backed"]["status"] == "error" and out["backed"]["failing_checks"] == ["driver.nvidia_smi"]
+
+
+def test_a_host_missing_from_every_slice_of_a_merged_report_is_left_alone():
+    report = {"kind": "continuum.hydra.fleet_report", "hosts": {"n5": {"status": "missing", "message": "in no slice"}}}
+    assert doctor_outcomes(report)["n5"]["status"] == "unknown"

@@ -146,6 +146,9 @@ def test_deterministic_results_diff_clean():
     ({"timeouts": {"torch": 0}}, "timeouts.torch: 0 is not a positive number of seconds"),
     ({"timeouts": {"torch": "10"}}, "timeouts.torch: '10' is not a positive number of seconds"),
     ({"expect": {"no_such_key": 1}}, "expect: unknown key 'no_such_key'"),
+    # Nothing left to run would be a "healthy" verdict with nothing judged.
+    ({"only": ["gpu.count"], "exclude": ["gpu"]}, "only: ['gpu.count'], exclude: ['gpu'] leave no check to run"),
+    ({"exclude": sorted(set(c.category for c in CATALOGUE))}, "only: [], exclude: "),
 ])
 def test_bad_options_are_one_line_errors_naming_the_value(kwargs, message):
     with pytest.raises(_doctor.DoctorInputError) as err:

@@ -282,6 +282,20 @@ def test_seven_gpus_where_eight_are_expected_fails_naming_the_missing_count_and_
     assert judge("gpu.count", seven)["status"] == "PASS"  # informational without an expectation
 
 
+def test_a_gpu_on_the_pci_bus_the_driver_does_not_see_fails_gpu_count_without_an_expectation():
+    # only: [gpu] leaves runtime.gpu_passthrough out: gpu.count must not PASS a host that lost a GPU.
+    one = smi("a100-sxm4-v12.xml")
+    on_bus = [{"address": "0000:01:00.0", "device_id": "0x20b2", "class": "0x030200", "driver": "nvidia"},
+              {"address": "0000:c1:00.0", "device_id": "0x20b2", "class": "0x030200", "driver": None}]
+    record = judge("gpu.count", one, nvidia_pci=ok({"gpus": on_bus, "nvswitches": []}))
+    assert record["status"] == "FAIL" and "0000:c1:00.0" in record["message"], record["message"]
+    handed_to_vm = [on_bus[0], dict(on_bus[1], driver="vfio-pci")]
+    assert judge("gpu.count", one, nvidia_pci=ok({"gpus": handed_to_vm, "nvswitches": []}))["status"] == "PASS"
+    in_container = judge("gpu.count", one, nvidia_pci=ok({"gpus": on_bus, "nvswitches": []}),
+                         host=ok({"is_container": True, "is_vm": False, "is_wsl": False}))
+    assert in_container["status"] == "PASS"
+
+
 def test_gpu_count_and_model_with_an_expectation_fail_when_nvidia_smi_is_absent():
     count = judge("gpu.count", None, {"gpu_count": 8})
     assert count["status"] == "FAIL" and count["message"].startswith("0 of 8 expected GPUs visible")

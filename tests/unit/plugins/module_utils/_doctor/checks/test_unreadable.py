@@ -284,3 +284,29 @@ def test_healthy_recordings_have_nothing_unreadable_and_raise_no_fail_or_error(n
     assert data["gpus"][0]["unreadable"] == {} and data["unreadable"] == {}
     for cid, record in judge_all(data).items():
         assert record["status"] not in ("FAIL", "ERROR"), (cid, record["message"])
+
+
+# What a GPU still shows when nothing else about it can be read: its identity.
+IDENTITY = ("product_name", "product_brand", "product_architecture", "uuid", "serial", "board_part_number",
+            "vbios_version", "pci_bus_id", "pci_bus", "pci_device", "pci_domain", "pci_device_id", "pci_sub_system_id",
+            "minor_number", "gpu_virtualization_mode/virtualization_mode")
+
+
+@pytest.mark.parametrize("name", RECORDINGS)
+def test_a_gpu_listed_with_every_reading_na_is_error_in_every_value_check_and_never_healthy(name):
+    def edit(root):
+        for node, path in leaves(root):
+            if path not in IDENTITY and path.rsplit("/", 1)[-1] not in IDENTITY:
+                node.text = "N/A"
+    data = planted(name, edit)
+    assert data["gpus"][0]["unreadable"] == {}
+    for cid, record in judge_all(data).items():
+        if cid != "gpu.model":
+            assert record["status"] == "ERROR", (name, cid, record["message"])
+            assert [g["index"] for g in record["details"]["gpus"]] == [0], cid
+
+    def absent(options):
+        raise ProbeAbsent("not on this test host")
+    table = dict((probe, absent) for probe in probe_catalogue.PROBES)
+    table.update(host=lambda options: {"hostname": "h"}, nvidia_smi=lambda options: data)
+    assert _doctor.run(only=["gpu", "driver"], probes=table)["overall_status"] != "healthy"

@@ -1,0 +1,84 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""continuum.hydra.fleet_merge: merge the parts of a sliced doctor run (playbooks/merge.yml).
+
+An action plugin, not a module: the parts are the fleet_report callback's files on the controller (and the AWX
+artifacts in the extra vars); the merge is plugin_utils/_fleet/parts.py. The callback recognises this task's
+result and writes the merged report in every format, as for any run. The documentation is
+plugins/modules/fleet_merge.py.
+"""
+
+import datetime
+from typing import Any, Optional
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.continuum.hydra.plugins.action.findings_ack import CALLBACK
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import parts
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import build_report
+
+ARGUMENT_SPEC = {
+    "workflow_job_id": {"type": "raw"},
+    "hosts": {"type": "list", "elements": "str", "required": True},
+    "parts": {"type": "dict", "default": {}},
+    "report_dir": {"type": "path"},
+}
+
+
+def _workflow_id(args: dict[str, Any], task_vars: Any) -> Any:
+    """The slices' workflow id: given, else the one the slices' artifacts carry, else this job's awx_workflow_job_id.
+
+    In an AWX workflow the merge node sees the *outer* workflow's id while the slices share the inner sliced
+    workflow's id (../docs/awx.md), so the artifacts the slices passed down are the better witness.
+    """
+    if args.get("workflow_job_id") not in (None, ""):
+        return args["workflow_job_id"]
+    carried = sorted({str(part.get("workflow_job_id")) for part in (args.get("parts") or {}).values()
+                      if isinstance(part, dict) and part.get("workflow_job_id") is not None})
+    if len(carried) > 1:
+        raise parts.PartError("workflow_job_id: the slices' artifacts name several workflows (%s); give "
+                              "hydra_workflow_job_id" % ", ".join(carried))
+    if carried:
+        return carried[0]
+    return (task_vars or {}).get("awx_workflow_job_id")
+
+
+def _callback_report_dir(task_vars: Any) -> str:
+    """The fleet_report callback's report_dir, resolved the way the callback resolves it (env, ansible.cfg)."""
+    from ansible import constants as C  # pylint: disable=import-outside-toplevel
+    from ansible.plugins.loader import callback_loader  # pylint: disable=import-outside-toplevel
+
+    plugin = callback_loader.get(CALLBACK, class_only=True)
+    load_name = getattr(plugin, "_load_name", None) or "ansible_collections.continuum.hydra.plugins.callback.fleet_report"
+    return str(C.config.get_config_value("report_dir", plugin_type="callback", plugin_name=load_name, variables=task_vars))
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _supports_check_mode = True
+    _supports_async = False
+
+    def run(self, tmp: Optional[str] = None, task_vars: Any = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        del tmp
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            workflow_id = parts.clean_id(_workflow_id(args, task_vars), "workflow_job_id")
+            report_dir = args["report_dir"] or _callback_report_dir(task_vars)
+        except (parts.PartError, AnsibleError) as exc:
+            return dict(result, failed=True, msg=" ".join(str(exc).split()))
+        problems: list[str] = []
+        merged = parts.merge(parts.list_part_files(report_dir, workflow_id), args["parts"], workflow_id, args["hosts"], problems)
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        report = build_report(merged["hosts"], now, "merge.yml")
+        info = merged["merge"]
+        result.update(
+            changed=False, report=report, groups=merged["groups"], merge=info, problems=problems,
+            msg="merged %d part%s of workflow %s: %d host%s, %d missing%s" % (
+                len(info["jobs"]), "" if len(info["jobs"]) == 1 else "s", workflow_id, len(report["hosts"]),
+                "" if len(report["hosts"]) == 1 else "s", info["missing"],
+                "; %d problem%s" % (len(problems), "" if len(problems) == 1 else "s") if problems else ""))
+        return result

@@ -1,0 +1,79 @@
+#!/usr/bin/python
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+DOCUMENTATION = r"""
+module: fleet_merge
+short_description: Merge the parts of a sliced doctor run into one fleet report
+version_added: 0.2.0
+description:
+  - Under AWX job slicing each slice of C(playbooks/doctor.yml) writes only its part,
+    C(parts/<awx_workflow_job_id>/job-<awx_job_id>.json) under the report directory, and publishes a summary as
+    the artifact C(hydra_fleet_part_<awx_job_id>). This merges the parts of one workflow and returns the merged
+    fleet report; the P(continuum.hydra.fleet_report#callback) callback then writes it in every format.
+  - Every host of O(hosts) found in no part has the status V(missing) (never healthy). Parts of another workflow are
+    ignored; a corrupt part is one line in RV(problems), not a failure. A job with a part file and an artifact uses
+    the file (full details); an artifact alone gives host statuses without check details.
+  - Runs on the controller (an action plugin). Usually run by C(playbooks/merge.yml); see C(docs/awx.md).
+author:
+  - continuum.hydra developers (@continuum-hydra)
+extends_documentation_fragment:
+  - continuum.hydra._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads and merges only; the callback writes the report.
+  diff_mode:
+    support: none
+options:
+  workflow_job_id:
+    description:
+      - The AWX workflow job id the slices shared (their C(awx_workflow_job_id)).
+      - Defaults to the id the slices' C(hydra_fleet_part_*) artifacts in O(parts) carry (one id, else an error naming
+        them), then to this job's own C(awx_workflow_job_id). In an AWX workflow the merge node's own id is the outer
+        workflow's, not the sliced one's, so the artifacts decide there.
+    type: raw
+  hosts:
+    description: The full inventory (usually C(groups['all'])); those in no part are V(missing).
+    type: list
+    elements: str
+    required: true
+  parts:
+    description: The slices' C(hydra_fleet_part_*) artifacts, by key (AWX passes them down as extra vars).
+    type: dict
+    default: {}
+  report_dir:
+    description:
+      - Directory holding C(parts/). Defaults to the callback's own
+        O(continuum.hydra.fleet_report#callback:report_dir) setting.
+    type: path
+"""
+
+EXAMPLES = r"""
+- name: Merge the slices of the workflow this job belongs to
+  continuum.hydra.fleet_merge:
+    workflow_job_id: "{{ awx_workflow_job_id }}"
+    hosts: "{{ groups['all'] }}"
+"""
+
+RETURN = r"""
+report:
+  description: The merged fleet report (without the analysis the callback adds), for C(continuum.hydra.fleet_stats).
+  returned: success
+  type: dict
+merge:
+  description: The workflow id, the job ids merged, those only from artifacts, the parts ignored, the missing count.
+  returned: success
+  type: dict
+  sample: {"workflow_job_id": "77", "jobs": ["101", "102"], "from_stats": [], "ignored": [], "missing": 2}
+problems:
+  description: One line per corrupt part, naming it.
+  returned: success
+  type: list
+  elements: str
+msg:
+  description: One line saying what was merged.
+  returned: always
+  type: str
+"""
