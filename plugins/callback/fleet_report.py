@@ -380,11 +380,12 @@ class CallbackModule(CallbackBase):
 
     def _write_part(self, now: datetime.datetime, settings: Mapping[str, Any]) -> None:
         """A slice's part (every host entry and the slice's hosts), in place of the shared fleet-report.*."""
-        assert self._slice
+        ids = self._slice
+        if ids is None:  # only a slice writes a part
+            return
         part = parts.build_part(self._collector.hosts, self._slice_hosts, self._collector.groups,
-                                self._slice["workflow_job_id"], self._slice["job_id"], now.isoformat(timespec="seconds"),
-                                self._playbook)
-        path = parts.part_path(settings["report_dir"], self._slice["workflow_job_id"], self._slice["job_id"])
+                                ids["workflow_job_id"], ids["job_id"], now.isoformat(timespec="seconds"), self._playbook)
+        path = parts.part_path(settings["report_dir"], ids["workflow_job_id"], ids["job_id"])
         try:
             write_atomic(path, json.dumps(part, indent=1, sort_keys=True) + "\n")
         except OSError as exc:
@@ -393,7 +394,7 @@ class CallbackModule(CallbackBase):
         self._display.display("continuum.hydra fleet report: slice part of %d host%s (workflow %s, job %s): %s; "
                               "playbooks/merge.yml writes the report" % (
                                   len(part["hosts"]), "" if len(part["hosts"]) == 1 else "s",
-                                  self._slice["workflow_job_id"], self._slice["job_id"], path))
+                                  ids["workflow_job_id"], ids["job_id"], path))
 
     def v2_playbook_on_stats(self, stats: Any) -> None:
         if not self._ran_hydra_task:
