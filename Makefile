@@ -43,6 +43,7 @@ bench: $(VENV)/.test collections/ansible_collections/continuum/hydra
 
 docs: $(VENV)/.test collections/ansible_collections/continuum/hydra
 	PYTHONPATH=collections $(BIN)/python tests/utils/gen_checks_doc.py > docs/checks.md
+	$(BIN)/python tests/utils/gen_role_readmes.py
 
 # Debian packages the integration tests use (real daemons, real tools); root or sudo needed once.
 system-deps:
