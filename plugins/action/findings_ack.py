@@ -16,11 +16,10 @@ from typing import Any, Optional
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
-from ansible.plugins.loader import callback_loader
 
+from ansible_collections.continuum.hydra.plugins.plugin_utils import _callback_settings
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings
 
-CALLBACK = "continuum.hydra.fleet_report"
 ARGUMENT_SPEC = {
     "hosts": {"type": "list", "elements": "str", "required": True},
     "checks": {"type": "list", "elements": "str", "default": []},
@@ -28,19 +27,6 @@ ARGUMENT_SPEC = {
     "by": {"type": "str"},
     "history_dir": {"type": "path"},
 }
-
-
-def _callback_history_dir(task_vars: Any) -> str:
-    """The fleet_report callback's history_dir, resolved the way the callback resolves it (env, ansible.cfg)."""
-    from ansible import constants as C  # pylint: disable=import-outside-toplevel
-
-    # Loading the class registers the callback's option definitions, under its load name.
-    plugin = callback_loader.get(CALLBACK, class_only=True)
-    load_name = getattr(plugin, "_load_name", None) or "ansible_collections.continuum.hydra.plugins.callback.fleet_report"
-
-    def option(name: str) -> Any:
-        return C.config.get_config_value(name, plugin_type="callback", plugin_name=load_name, variables=task_vars)
-    return option("history_dir") or os.path.join(option("report_dir"), "history")
 
 
 def _user() -> str:
@@ -61,7 +47,7 @@ class ActionModule(ActionBase):
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
-            directory = args["history_dir"] or _callback_history_dir(task_vars)
+            directory = args["history_dir"] or _callback_settings.history_dir(task_vars)
         except AnsibleError as exc:
             return dict(result, failed=True, msg="cannot find the findings store: %s" % " ".join(str(exc).split()))
         path = findings.store_path(directory)

@@ -15,7 +15,7 @@ from typing import Any, Optional
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.continuum.hydra.plugins.action.findings_ack import CALLBACK
+from ansible_collections.continuum.hydra.plugins.plugin_utils import _callback_settings
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import parts
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import build_report
 
@@ -45,16 +45,6 @@ def _workflow_id(args: dict[str, Any], task_vars: Any) -> Any:
     return (task_vars or {}).get("awx_workflow_job_id")
 
 
-def _callback_report_dir(task_vars: Any) -> str:
-    """The fleet_report callback's report_dir, resolved the way the callback resolves it (env, ansible.cfg)."""
-    from ansible import constants as C  # pylint: disable=import-outside-toplevel
-    from ansible.plugins.loader import callback_loader  # pylint: disable=import-outside-toplevel
-
-    plugin = callback_loader.get(CALLBACK, class_only=True)
-    load_name = getattr(plugin, "_load_name", None) or "ansible_collections.continuum.hydra.plugins.callback.fleet_report"
-    return str(C.config.get_config_value("report_dir", plugin_type="callback", plugin_name=load_name, variables=task_vars))
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -67,7 +57,7 @@ class ActionModule(ActionBase):
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             workflow_id = parts.clean_id(_workflow_id(args, task_vars), "workflow_job_id")
-            report_dir = args["report_dir"] or _callback_report_dir(task_vars)
+            report_dir = args["report_dir"] or _callback_settings.report_dir(task_vars)
         except (parts.PartError, AnsibleError) as exc:
             return dict(result, failed=True, msg=" ".join(str(exc).split()))
         problems: list[str] = []

@@ -643,6 +643,31 @@ def persistence_mode(probes: Probes, expect: Expect) -> Finding:
                     skip_message="no GPU reports a persistence mode")
 
 
+def _mode_results(gpus: list[dict[str, Any]], section: str, label: str, wanted: Optional[str],
+                  pending_needs: str) -> list[tuple[str, dict[str, Any], str]]:
+    """Per GPU (current, pending) of an ECC- or MIG-like mode against the expected one; GPUs without it are left out."""
+    results = []
+    for gpu in gpus:
+        current, pending = _mode(gpu[section]["current"]), _mode(gpu[section]["pending"])
+        values: dict[str, Any] = {"current": current, "pending": pending}
+        if section == "mig":
+            values["instances"] = gpu[section]["instances"]
+        values["expected"] = wanted
+        detail = _detail(gpu, **values)
+        if current is None:
+            if wanted == "enabled":
+                results.append((FAIL, detail, "no %s support where %s enabled is expected" % (label, label)))
+            continue
+        if wanted and current != wanted:
+            results.append((WARN if pending == wanted else FAIL, detail,
+                            "%s %s, expected %s%s" % (label, current, wanted, " (pending: reset needed)" if pending == wanted else "")))
+        elif pending and pending != current:
+            results.append((WARN, detail, "%s %s, pending %s: %s" % (label, current, pending, pending_needs)))
+        else:
+            results.append((PASS, detail, "%s %s" % (label, current)))
+    return results
+
+
 @check("gpu.ecc_mode", "ECC mode", requires=("nvidia_smi",))
 def ecc_mode(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's current and pending ECC mode, against `ecc_mode`.
@@ -661,22 +686,8 @@ def ecc_mode(probes: Probes, expect: Expect) -> Finding:
     wanted, bad = _choice(expect, ECC_MODE)
     if bad:
         return bad
-    results = []
     gpus = _gpus(probes)
-    for gpu in gpus:
-        current, pending = _mode(gpu["ecc"]["current"]), _mode(gpu["ecc"]["pending"])
-        detail = _detail(gpu, current=current, pending=pending, expected=wanted)
-        if current is None:
-            if wanted == "enabled":
-                results.append((FAIL, detail, "no ECC support where ECC enabled is expected"))
-            continue
-        if wanted and current != wanted:
-            results.append((WARN if pending == wanted else FAIL, detail,
-                            "ECC %s, expected %s%s" % (current, wanted, " (pending: reset needed)" if pending == wanted else "")))
-        elif pending and pending != current:
-            results.append((WARN, detail, "ECC %s, pending %s: reboot/reset needed" % (current, pending)))
-        else:
-            results.append((PASS, detail, "ECC %s" % current))
+    results = _mode_results(gpus, "ecc", "ECC", wanted, "reboot/reset needed")
     modes = Counter(result[1]["current"] for result in results if result[1]["current"])
     summary = ", ".join("%s on %d" % (mode, count) for mode, count in sorted(modes.items()))
     target = "ECC %s" % wanted if wanted else "ECC mode set"
@@ -705,22 +716,8 @@ def mig_mode(probes: Probes, expect: Expect) -> Finding:
     wanted, bad = _choice(expect, MIG_MODE)
     if bad:
         return bad
-    results = []
     gpus = _gpus(probes)
-    for gpu in gpus:
-        current, pending = _mode(gpu["mig"]["current"]), _mode(gpu["mig"]["pending"])
-        detail = _detail(gpu, current=current, pending=pending, instances=gpu["mig"]["instances"], expected=wanted)
-        if current is None:
-            if wanted == "enabled":
-                results.append((FAIL, detail, "no MIG support where MIG enabled is expected"))
-            continue
-        if wanted and current != wanted:
-            results.append((WARN if pending == wanted else FAIL, detail,
-                            "MIG %s, expected %s%s" % (current, wanted, " (pending: reset needed)" if pending == wanted else "")))
-        elif pending and pending != current:
-            results.append((WARN, detail, "MIG %s, pending %s: reset needed" % (current, pending)))
-        else:
-            results.append((PASS, detail, "MIG %s" % current))
+    results = _mode_results(gpus, "mig", "MIG", wanted, "reset needed")
     enabled = [result[1] for result in results if result[1]["current"] == "enabled"]
     return _verdict(_with_unreadable(results, gpus, _READS_MIG), "MIG enabled on %d of %d capable GPU(s) (%d instances)%s" % (
         len(enabled), len(results), sum(d["instances"] for d in enabled), "" if wanted else "; no mig_mode expected"),
