@@ -6,7 +6,7 @@ INVENTORY ?= inventories/local.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 
-.PHONY: doctor test unit integration sanity lint system-deps docs clean
+.PHONY: doctor test unit integration sanity lint newest-core system-deps docs clean
 
 doctor: $(VENV)/.runtime collections/ansible_collections/continuum/hydra
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/doctor.yml
@@ -15,6 +15,7 @@ test: $(VENV)/.test system-deps collections/ansible_collections/continuum/hydra
 	$(BIN)/python -m pytest -n 2 tests/unit tests/integration
 	tests/utils/sanity.sh
 	$(MAKE) --no-print-directory lint
+	tests/utils/newest_core.sh
 
 unit: $(VENV)/.test collections/ansible_collections/continuum/hydra
 	$(BIN)/python -m pytest tests/unit
@@ -24,6 +25,10 @@ integration: $(VENV)/.test system-deps collections/ansible_collections/continuum
 
 sanity: $(VENV)/.test
 	tests/utils/sanity.sh
+
+# The playbook tests again on the newest supported ansible-core (needs Python >= 3.12; skipped with the reason without).
+newest-core: system-deps collections/ansible_collections/continuum/hydra
+	tests/utils/newest_core.sh
 
 # The packages mypy checks: annotated public functions throughout (ruff's config is ruff.toml, mypy's mypy.ini).
 TYPED := $(addprefix -p ansible_collections.continuum.hydra.plugins.,module_utils._host module_utils._doctor \
@@ -64,4 +69,4 @@ collections/ansible_collections/continuum/hydra:
 	ln -sfn ../../.. $@
 
 clean:
-	rm -rf $(VENV) collections reports tests/output .pytest_cache
+	rm -rf $(VENV) .venv-newest-core collections reports tests/output .pytest_cache
