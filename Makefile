@@ -6,7 +6,7 @@ INVENTORY ?= inventories/local.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 
-.PHONY: doctor test unit integration sanity lint newest-core system-deps docs clean
+.PHONY: doctor test unit integration sanity lint newest-core release-check release system-deps docs clean
 
 doctor: $(VENV)/.runtime collections/ansible_collections/continuum/hydra
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/doctor.yml
@@ -16,6 +16,7 @@ test: $(VENV)/.test system-deps collections/ansible_collections/continuum/hydra
 	tests/utils/sanity.sh
 	$(MAKE) --no-print-directory lint
 	tests/utils/newest_core.sh
+	tests/utils/release_check.sh
 
 unit: $(VENV)/.test collections/ansible_collections/continuum/hydra
 	$(BIN)/python -m pytest tests/unit
@@ -29,6 +30,14 @@ sanity: $(VENV)/.test
 # The playbook tests again on the newest supported ansible-core (needs Python >= 3.12; skipped with the reason without).
 newest-core: system-deps collections/ansible_collections/continuum/hydra
 	tests/utils/newest_core.sh
+
+# Release readiness (docs/release.md): fragments lint, tarball, ansible-builder create, galaxy-importer.
+release-check:
+	tests/utils/release_check.sh
+
+# Cut a release: `make release VERSION=0.2.0 SUMMARY="..."` (bumps galaxy.yml, writes CHANGELOG.md).
+release:
+	tests/utils/release.sh $(VERSION) "$(SUMMARY)"
 
 # The packages mypy checks: annotated public functions throughout (ruff's config is ruff.toml, mypy's mypy.ini).
 TYPED := $(addprefix -p ansible_collections.continuum.hydra.plugins.,module_utils._host module_utils._doctor \
