@@ -6,13 +6,14 @@ INVENTORY ?= inventories/local.yml
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 
-.PHONY: doctor test unit integration sanity lint newest-core release-check release system-deps docs clean
+.PHONY: doctor test unit integration sanity lint molecule newest-core release-check release system-deps docs clean
 
 doctor: $(VENV)/.runtime collections/ansible_collections/continuum/hydra
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/doctor.yml
 
 test: $(VENV)/.test system-deps collections/ansible_collections/continuum/hydra
 	$(BIN)/python -m pytest -n 2 tests/unit tests/integration
+	tests/utils/molecule.sh
 	tests/utils/sanity.sh
 	$(MAKE) --no-print-directory lint
 	tests/utils/newest_core.sh
@@ -30,6 +31,10 @@ sanity: $(VENV)/.test
 # The playbook tests again on the newest supported ansible-core (needs Python >= 3.12; skipped with the reason without).
 newest-core: system-deps collections/ansible_collections/continuum/hydra
 	tests/utils/newest_core.sh
+
+# The roles' Molecule scenarios (roles/<role>/molecule/default, delegated driver): `make molecule ROLES="mig"`.
+molecule: $(VENV)/.test collections/ansible_collections/continuum/hydra
+	tests/utils/molecule.sh $(ROLES)
 
 # Release readiness (docs/release.md): fragments lint, tarball, ansible-builder create, galaxy-importer.
 release-check:

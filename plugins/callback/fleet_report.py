@@ -20,6 +20,9 @@ description:
     this slice's part, C(parts/<awx_workflow_job_id>/job-<awx_job_id>.json) under O(report_dir), and no
     C(fleet-report.*); C(playbooks/merge.yml) (the P(continuum.hydra.fleet_merge#module) task) merges the parts and
     this callback then writes the one report. See C(docs/awx.md).
+  - Under AWX (the extra var C(awx_job_id), or the environment C(AWX_PRIVATE_DATA_DIR), C(AWX_ISOLATED_DATA_DIR), or
+    C(JOB_ID) with C(AWX_HOST)), a O(report_dir) inside the job's private data dir (C(/runner) in the execution
+    environment; AWX deletes it after the job) is one warning - keep reports on a shared path, see C(docs/awx.md).
   - See C(docs/fleet_report.md) and C(docs/fleet_analysis.md) in the collection.
 requirements:
   - Enable it with C(callbacks_enabled = continuum.hydra.fleet_report) in C(ansible.cfg) or
@@ -159,6 +162,7 @@ from ansible.plugins.callback import CallbackBase
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
+from ansible_collections.continuum.hydra.plugins.plugin_utils._callback_settings import awx_storage_warning
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, history, parts
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError
@@ -174,18 +178,19 @@ PROFILE = "continuum.hydra.profile"
 ENV_SETUP = "continuum.hydra.env_setup"
 HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP])
 MERGE = "continuum.hydra.fleet_merge"  # playbooks/merge.yml: its result is the merged hosts of a sliced run
+WRITING_ACTIONS = HYDRA_ACTIONS | {MERGE}  # a play with one of these makes this callback write reports
 REPORT_NAME = formats.REPORT_NAME
 BATCH_PLAN_NAME = "batch-plan"
 NAME = "continuum.hydra.fleet_report"
 
 
-def _runs_hydra(tasks: Iterable[Any]) -> bool:
-    """Whether a play's own task list (blocks included) has a continuum.hydra task."""
+def _runs_hydra(tasks: Iterable[Any], actions: frozenset[str] = HYDRA_ACTIONS) -> bool:
+    """Whether a play's own task list (blocks included) has a continuum.hydra task (one of actions)."""
     for item in tasks:
         if isinstance(item, Block):
-            if _runs_hydra(item.block + item.rescue + item.always):
+            if _runs_hydra(item.block + item.rescue + item.always, actions):
                 return True
-        elif _action_of(item) in HYDRA_ACTIONS:
+        elif _action_of(item) in actions:
             return True
     return False
 
@@ -215,6 +220,7 @@ class CallbackModule(CallbackBase):
         self._slice: Optional[dict[str, str]] = None  # {workflow_job_id, job_id} when this run is an AWX slice
         self._slice_hosts: set[str] = set()
         self._merge: Optional[dict[str, Any]] = None  # merge.yml's summary of the parts it merged
+        self._storage_checked = False
 
     def set_options(self, task_keys: Any = None, var_options: Any = None, direct: Any = None) -> None:
         try:
@@ -294,12 +300,22 @@ class CallbackModule(CallbackBase):
         manager = play.get_variable_manager()
         if self._slice is None:
             self._slice = self._read_slice(manager.extra_vars if manager is not None else {})
+        if not self._storage_checked and _runs_hydra(play.pre_tasks + play.tasks + play.post_tasks, WRITING_ACTIONS):
+            self._storage_checked = True
+            self._warn_awx_storage(manager.extra_vars if manager is not None else {})
         if self._play_runs_hydra and self._slice and manager is not None:
             # The hosts this slice was given (the inventory AWX cut, and --limit): those with no result are missing.
             try:
                 self._slice_hosts.update(h.get_name() for h in manager._inventory.get_hosts(play.hosts))
             except (AnsibleError, AttributeError) as exc:
                 self._problems.append("parts: cannot list the slice's hosts: %s" % _one_line(exc))
+
+    def _warn_awx_storage(self, extra_vars: Mapping[str, Any]) -> None:
+        """One warning when this AWX job would write its reports into its private data dir (deleted with the job)."""
+        problem = awx_storage_warning(self._settings_now()["report_dir"], extra_vars, os.environ, os.getcwd())
+        if problem:
+            self._problems.append("storage: %s" % problem)
+            self._display.warning("%s: %s" % (NAME, problem))
 
     def _read_slice(self, extra_vars: Mapping[str, Any]) -> dict[str, str]:
         """{workflow_job_id, job_id} from AWX's extra vars when this run is a slice of a workflow; {} otherwise."""

@@ -68,15 +68,38 @@ from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import REPORT_KIND, FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render.awx import set_stats_data
+
+# What the summary reads of a registered result besides its checks (FleetCollector.add_registered).
+_RESULT_KEYS = ("msg", UNREACHABLE, "skipped")
+_CHECK_KEYS = ("id", "status", "blocked_by")
+
+
+def _thin(result: Any) -> Any:
+    """The parts of a registered doctor result the summary reads, copied once into plain data.
+
+    hostvars hands a filter lazily templated containers, where every read of a key costs a template check: reading
+    each check's id, status and blocked_by once, here, instead of walking the whole result several times
+    (the verdict, the roots, the report's counts and actions), is what keeps this filter cheap at fleet size."""
+    if not isinstance(result, Mapping):
+        return result
+    thin = dict((key, result[key]) for key in _RESULT_KEYS if key in result)
+    checks = result.get("checks")
+    if isinstance(checks, list):
+        thin["checks"] = [dict((key, chk[key]) for key in _CHECK_KEYS if key in chk) if isinstance(chk, Mapping) else chk
+                          for chk in checks]
+    elif checks is not None:
+        thin["checks"] = checks
+    return thin
 
 
 def _collect(source: Mapping[str, Any], hosts: Iterable[str], result_var: str) -> dict[str, Any]:
     collector = FleetCollector()
     for name in hosts:
         try:
-            result = source[name].get(result_var) if name in source else None
+            result = _thin(source[name].get(result_var)) if name in source else None
         except (AttributeError, TypeError) as exc:
             raise AnsibleFilterError("fleet_stats: hostvars of %s is not a mapping of variables" % name) from exc
         try:

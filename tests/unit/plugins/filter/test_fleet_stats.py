@@ -56,3 +56,37 @@ def test_bad_input_is_one_clear_error(args, message):
     with pytest.raises(AnsibleFilterError) as info:
         fleet_stats(*args)
     assert str(info.value).startswith(message)
+
+
+class _Guarded(dict):
+    """A check record that fails the test when the filter reads more than id, status and blocked_by."""
+
+    def __getitem__(self, key):
+        if key not in ("id", "status", "blocked_by"):
+            raise AssertionError("fleet_stats read %r of a check" % key)
+        return dict.__getitem__(self, key)
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+
+def test_the_filter_reads_each_check_once_and_only_what_the_summary_needs():
+    checks = [{"id": "driver.nvidia_smi", "status": "PASS", "message": "ok", "details": {}},
+              {"id": "gpu.ecc_errors", "status": "FAIL", "message": "3 uncorrectable", "details": {"gpus": [{"index": 0}]},
+               "remediation": "drain"},
+              # blocked by a root that is not failing: the host's verdict counts it as ERROR (report.judged)
+              {"id": "gpu.clocks", "status": "SKIP", "blocked_by": "driver.nvidia_smi", "message": "blocked", "details": {}}]
+    guarded = {"h1": {"hydra_doctor": {"checks": [_Guarded(c) for c in checks]}}}
+    plain = {"h1": {"hydra_doctor": {"checks": checks}}}
+    collector = FleetCollector()
+    collector.add_doctor("h1", {"checks": checks})
+    full = collector.build("2026-11-24T12:00:00+00:00")
+    data = fleet_stats(guarded, ["h1"])["hydra_fleet"]
+    assert data["failing_checks"] == {"gpu.ecc_errors": 1} == dict(
+        (cid, len(entries)) for cid, entries in full["failing"].items())
+    assert data["totals"] == full["totals"] and data["failing_hosts"] == ["h1"]
+    data.pop("generated_at")
+    plain_data = fleet_stats(plain, ["h1"])["hydra_fleet"]
+    plain_data.pop("generated_at")
+    assert data == plain_data
+
