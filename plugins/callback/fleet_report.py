@@ -7,9 +7,12 @@ type: aggregate
 short_description: Gathers every host's doctor and profile results into one analysed fleet report
 version_added: 0.1.0
 description:
-  - Collects the result of each P(continuum.hydra.doctor#module), P(continuum.hydra.profile#module) and
-    P(continuum.hydra.env_setup#module) task, and every host that was unreachable or whose task failed (they are in
-    the report, never dropped).
+  - Collects the result of each P(continuum.hydra.doctor#module), P(continuum.hydra.profile#module),
+    P(continuum.hydra.env_setup#module) and P(continuum.hydra.workload#module) task, and every host that was
+    unreachable or whose task failed (they are in the report, never dropped).
+  - Workload runs (C(playbooks/workloads.yml)) add a C(workloads) section to every format - per workload, a table
+    per hardware class with median, min, max and stragglers, and the failures - and C(perf.csv) in O(report_dir),
+    madengine's columns, one row per host and workload row. See C(docs/workloads.md).
   - At the end of the playbook analyses the fleet (hardware classes, configuration drift, stragglers, fleet
     bottleneck, history, optional batch plan) and writes the report atomically into O(report_dir) in each of
     O(formats) - C(fleet-report.json) (plus a timestamped copy), C(.md), C(.html), C(.junit.xml) and C(.prom) - then
@@ -138,6 +141,9 @@ options:
     description:
       - The per-GPU profile figure that measures throughput for the batch plan (a host-level figure of that name is
         divided among the host's GPUs).
+      - Or the name of a workload that ran in the same playbook (P(continuum.hydra.workload#module), for example
+        V(train_step)) - each host's measured performance of that workload, divided among its GPUs, is the
+        throughput instead (a time metric is inverted).
     type: str
     default: bf16_tflops
     env:
@@ -171,12 +177,14 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift impor
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.evidence import build_evidence, evidence_links
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import host_entry as workload_entry
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, perf_csv, terminal
 
 DOCTOR = "continuum.hydra.doctor"
 PROFILE = "continuum.hydra.profile"
 ENV_SETUP = "continuum.hydra.env_setup"
-HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP])
+WORKLOAD = "continuum.hydra.workload"
+HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP, WORKLOAD])
 MERGE = "continuum.hydra.fleet_merge"  # playbooks/merge.yml: its result is the merged hosts of a sliced run
 WRITING_ACTIONS = HYDRA_ACTIONS | {MERGE}  # a play with one of these makes this callback write reports
 REPORT_NAME = formats.REPORT_NAME
@@ -193,6 +201,17 @@ def _runs_hydra(tasks: Iterable[Any], actions: frozenset[str] = HYDRA_ACTIONS) -
         elif _action_of(item) in actions:
             return True
     return False
+
+
+def _data(result: Any) -> Mapping[str, Any]:
+    """A task result's return data, as this callback's own copy.
+
+    ansible-core 2.19+ hands each callback a copy already cleaned of internal keys; its public ``result`` then
+    converts every value to a native type once more, about 35 ms for one doctor result and, at fleet size, most
+    of this callback's cost in the controller's single main process. The copy itself (``_return_data``) holds
+    the same values; older cores and other result types go through ``_result``."""
+    data = getattr(result, "_return_data", None)
+    return data if isinstance(data, dict) else result._result
 
 
 def _action_of(task: Any) -> str:
@@ -342,20 +361,25 @@ class CallbackModule(CallbackBase):
     def v2_runner_on_ok(self, result: Any) -> None:
         action = _action_of(result._task)
         if action == MERGE:
-            self._take_merge(result._result)
+            self._take_merge(_data(result))
             return
         if action not in HYDRA_ACTIONS:
             return
         host = result._host.get_name()
         self._remember_groups(result)
+        data = _data(result)
         if action == DOCTOR:
-            self._collector.add_doctor(host, result._result)
+            self._collector.add_doctor(host, data)
         elif action == PROFILE:
-            summary = profile_summary(result._result)
+            summary = profile_summary(data)
             if summary is not None:
                 self._collector.add_profile(host, summary)
-        elif isinstance(result._result.get("manifest"), dict):
-            self._collector.add_env_setup(host, result._result["manifest"])
+        elif action == WORKLOAD:
+            work = workload_entry(data)
+            if work is not None:
+                self._collector.add_workload(host, work)
+        elif isinstance(data.get("manifest"), dict):
+            self._collector.add_env_setup(host, data["manifest"])
 
     def _concerns_fleet(self, result: Any) -> bool:
         # A failure in a play that checks no host (a SLURM controller play, say) is not a host's verdict.
@@ -367,8 +391,9 @@ class CallbackModule(CallbackBase):
         host = result._host.get_name()
         self._remember_groups(result)
         # doctor with fail_on still returns its full result: keep the verdict, not just "failed".
-        if _action_of(result._task) == DOCTOR and "checks" in result._result:
-            self._collector.add_doctor(host, result._result)
+        data = _data(result)
+        if _action_of(result._task) == DOCTOR and "checks" in data:
+            self._collector.add_doctor(host, data)
         else:
             msg = result._result.get("msg") or result._result.get("stderr") or "task failed"
             self._collector.add_task_failed(host, "%s: %s" % (result._task.get_name(), str(msg).strip().splitlines()[0] if str(msg).strip() else msg))
@@ -464,6 +489,15 @@ class CallbackModule(CallbackBase):
                 if name == "json":
                     stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%S.%fZ")))
                     write_atomic(stamped, _chunks_of(path))
+            except OSError as exc:
+                self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                self._display.warning("%s: cannot render %s: %s: %s" % (NAME, path, type(exc).__name__, _one_line(exc)))
+        if report.get("workloads"):
+            path = os.path.join(directory, perf_csv.FILE_NAME)
+            try:
+                write_atomic(path, perf_csv.render(report))
+                written.append(path)
             except OSError as exc:
                 self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
             except Exception as exc:  # pylint: disable=broad-exception-caught

@@ -12,7 +12,8 @@ description:
   - Only C(WARN) and C(FAIL) checks are acted on; an C(ERROR) check (a probe that could not run) is listed as manual.
   - "The fixers and the checks they fix by default: C(persistence_on) (gpu.persistence_mode), C(ecc_expected)
     (gpu.ecc_mode), C(power_default) (gpu.power), C(mig_expected) (gpu.mig), C(cgroup_lift) (system.cgroups) and
-    C(cgroup_noisy) (system.noisy_processes: processes a check found, limited by severity). See C(docs/remediation.md)."
+    C(cgroup_noisy) (system.noisy_processes: processes a check found, limited by severity) and C(tenant_tiers)
+    (tenant.slo: tier 1 an I/O limit on a VIOLATED tenant's bully, tier 2 MIG). See C(docs/remediation.md)."
 author:
   - continuum.hydra developers (@continuum-hydra)
 options:
@@ -170,6 +171,26 @@ def cgroup_noisy(check: Check, options: Mapping[str, Any]) -> Fix:
              "limit %d noisy process(es) by severity" % len(found))], None
 
 
+def tenant_tiers(check: Check, options: Mapping[str, Any]) -> Fix:
+    """tenant.slo VIOLATED: the mitigation the check planned per tenant (docs/tenant-slos.md). Tier 1: cgroup_limits
+    moves the bully into its own group with an io.max / blkio limit scaled by how far over the SLO the tenant is;
+    tier 2: the mig role, once tier 1 was applied and the tenant is still over, or when the bully does no I/O."""
+    actions: list[tuple[str, dict[str, Any], str]] = []
+    reasons = []
+    for tenant in (check.get("details") or {}).get("tenants") or []:
+        plan = tenant.get("mitigation") or {}
+        if plan.get("tier") == 1 and plan.get("cgroup_limits"):
+            actions.append(("cgroup_limits", {"cgroup_limits_limits": plan["cgroup_limits"]},
+                            "tier 1 for tenant PID %s: %s" % (tenant.get("pid"), plan.get("why"))))
+        elif plan.get("tier") == 2 and plan.get("mig_gpus"):
+            actions.append(("mig", {"mig_gpus": list(plan["mig_gpus"]), "mig_mode": "enabled"},
+                            "tier 2 for tenant PID %s: MIG on GPU(s) %s (%s)" % (
+                                tenant.get("pid"), ", ".join(plan["mig_gpus"]), plan.get("why"))))
+        elif plan:
+            reasons.append("tenant PID %s: %s" % (tenant.get("pid"), plan.get("why") or "no mitigation planned"))
+    return actions, None if actions else ("; ".join(reasons) or "no VIOLATED tenant with a mitigation in the finding")
+
+
 FIXERS: dict[str, Callable[[Check, Mapping[str, Any]], Fix]] = {
     "persistence_on": persistence_on,
     "ecc_expected": ecc_expected,
@@ -177,6 +198,7 @@ FIXERS: dict[str, Callable[[Check, Mapping[str, Any]], Fix]] = {
     "mig_expected": mig_expected,
     "cgroup_lift": cgroup_lift,
     "cgroup_noisy": cgroup_noisy,
+    "tenant_tiers": tenant_tiers,
 }
 
 DEFAULT_MAP = {
@@ -186,6 +208,7 @@ DEFAULT_MAP = {
     "gpu.mig": "mig_expected",
     "system.cgroups": "cgroup_lift",
     "system.noisy_processes": "cgroup_noisy",
+    "tenant.slo": "tenant_tiers",
 }
 
 

@@ -11,7 +11,8 @@ description:
     the kernel log and a PyTorch subprocess) and judges it with the checks of the catalogue in C(docs/checks.md).
   - Every check has a stable dotted id and a status C(PASS), C(WARN), C(FAIL), C(SKIP) or C(ERROR). A check that cannot
     run is C(SKIP) with the reason; a probe that fails or times out makes its checks C(ERROR), never C(PASS).
-  - The module never modifies the host. By default a C(FAIL) does not fail the task, so the
+  - The module never modifies the host, but for the state file of check C(tenant.slo) under O(state_dir) (not written in
+    check mode). By default a C(FAIL) does not fail the task, so the
     P(continuum.hydra.fleet_report#callback) callback sees every host.
   - Runs on the target's Python 3.9+ with the standard library alone.
 author:
@@ -33,6 +34,20 @@ options:
     type: list
     elements: str
     default: []
+  level:
+    description:
+      - How much the run may cost the host (C(docs/levels.md)). Each check has a level (RV(catalogue) shows it); a run
+        at a level runs the checks at or below it, and the checks above it are absent from the result.
+      - V(quick) is prolog-safe, seconds, no load on the GPUs, one C(nvidia-smi) call, C(/proc) and C(/sys) reads;
+        no kernel log, NVML, PyTorch, NVLink, Fabric Manager, time sync or nvcc checks.
+      - V(standard) adds those (still passive).
+      - V(deep) adds active checks that load the GPUs for minutes, C(dcgmi diag) (DCGM) and C(rvs) (ROCm Validation
+        Suite) where installed; unless O(timeouts.total) is given, a deep run's deadline is 300 s plus
+        O(timeouts.dcgm_diag) and O(timeouts.rvs).
+      - O(only) naming nothing but checks above the level is an error that names the level they need.
+    type: str
+    choices: [quick, standard, deep]
+    default: standard
   list_checks:
     description:
       - Return the catalogue in RV(catalogue) without reading the host.
@@ -77,11 +92,26 @@ options:
           - Any other command (C(timedatectl), C(chronyc), C(systemctl), C(nvcc --version)) and each bounded read
             (C(~/.nccl.conf) and C(/etc/nccl.conf), C(statvfs) of C(/dev/shm) and the disk paths). Default 10.
         type: float
+      dcgm_diag:
+        description:
+          - C(dcgmi diag -r N -j) (level V(deep)). Default by C(dcgm_diag_level) in O(expect) (V(2) unless set),
+            120 for 1, 600 for 2, 2700 for 3, 7200 for 4.
+        type: float
+      rvs:
+        description:
+          - C(rvs -r N) or C(rvs -c FILE) (level V(deep)). Default 1800.
+        type: float
+      active:
+        description:
+          - Each of level V(deep)'s own active probes (the GPU measurements in one torch worker, the host memory
+            triad with its compiled C reference). Default 240.
+        type: float
       total:
         description:
-          - "Deadline of the whole run. No probe starts after it, a probe still running is abandoned a few seconds
-            after it (its commands are killed), and the checks not yet run are C(ERROR) with the message
-            C(not run: doctor deadline (timeouts.total=Ns)); the module still returns its result."
+          - "Deadline of the whole run (level V(deep): 300 plus O(timeouts.dcgm_diag), O(timeouts.rvs) and O(timeouts.active) unless given).
+            No probe starts after it, a probe still running is abandoned a few seconds after it (its commands are killed),
+            and the checks not yet run are C(ERROR) with the message C(not run: doctor deadline (timeouts.total=Ns));
+            the module still returns its result."
           - The default, 300, is well under the limits an Ansible task usually runs under (job timeouts of
             AWX/CI, async windows, an operator waiting on one play step), so a hung host yields a result and the fleet report is written
             instead of the task being killed with nothing to show. It exceeds the sum of the per-probe defaults on a
@@ -103,6 +133,13 @@ options:
     description:
       - Path of the C(nvidia-smi) binary. By default it is looked up on E(PATH).
     type: path
+  state_dir:
+    description:
+      - Directory of the state kept across runs, C(tenants.json) of check C(tenant.slo) (each tenant's SLO state;
+        C(docs/tenant-slos.md)), written atomically after the checks are judged. The tenant_guard role keeps its state
+        in the same file, so doctor and the guard agree.
+    type: path
+    default: /var/lib/continuum-hydra
   torch_python:
     description:
       - Python interpreter whose PyTorch the C(pytorch.*), C(nccl.torch_backend), C(cuda.*) (but C(cuda.driver_version)),
@@ -132,6 +169,17 @@ EXAMPLES = r"""
     deterministic: true
   register: doctor
 
+- name: Prolog-safe check before a job starts (seconds, no GPU load)
+  continuum.hydra.doctor:
+    level: quick
+    fail_on: fail
+
+- name: Burn-in with DCGM level 3 where dcgmi is installed
+  continuum.hydra.doctor:
+    level: deep
+    expect:
+      dcgm_diag_level: 3
+
 - name: Show the catalogue without reading the host
   continuum.hydra.doctor:
     list_checks: true
@@ -143,6 +191,11 @@ schema_version:
   returned: unless O(list_checks)
   type: str
   sample: 1.2.0
+level:
+  description: The level the run was made at (O(level)).
+  returned: unless O(list_checks)
+  type: str
+  sample: standard
 environment:
   description:
     - Host facts (hostname, OS, kernel, boot id - C(/proc/sys/kernel/random/boot_id), new at each boot, which tells
@@ -189,15 +242,16 @@ total_duration_ms:
   type: float
   sample: 812.4
 catalogue:
-  description: The checks with id, title, category, the probes each reads and its rule.
+  description: The checks with id, title, category, level (the lowest O(level) that runs it), the probes each reads and its rule.
   returned: when O(list_checks)
   type: list
   elements: dict
-  sample: [{"id": "gpu.ecc_errors", "title": "ECC errors", "category": "gpu", "reads": ["nvidia_smi"], "rule": "..."}]
+  sample: [{"id": "gpu.ecc_errors", "title": "ECC errors", "category": "gpu", "level": "quick", "reads": ["nvidia_smi"], "rule": "..."}]
 """
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels as _levels
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL_ON, FAIL_ON_NEVER, fails_task
 
@@ -207,16 +261,19 @@ def main() -> None:
         argument_spec=dict(
             only=dict(type="list", elements="str", default=[]),
             exclude=dict(type="list", elements="str", default=[]),
+            level=dict(type="str", choices=list(_levels.LEVELS), default=_levels.DEFAULT),
             list_checks=dict(type="bool", default=False),
             expect=dict(type="dict", default={}),
             timeouts=dict(type="dict", default={}, options=dict(
                 nvidia_smi=dict(type="float"), kernel_log=dict(type="float"), torch=dict(type="float"),
-                command=dict(type="float"), total=dict(type="float"),
+                command=dict(type="float"), total=dict(type="float"), dcgm_diag=dict(type="float"), rvs=dict(type="float"),
+                active=dict(type="float"),
             )),
             fail_on=dict(type="str", choices=list(FAIL_ON), default=FAIL_ON_NEVER),
             deterministic=dict(type="bool", default=False),
             nvidia_smi_path=dict(type="path"),
             torch_python=dict(type="path"),
+            state_dir=dict(type="path", default="/var/lib/continuum-hydra"),
         ),
         supports_check_mode=True,
     )
@@ -228,7 +285,8 @@ def main() -> None:
             only=params["only"], exclude=params["exclude"], expect=params["expect"],
             timeouts={name: value for name, value in (params["timeouts"] or {}).items() if value is not None},
             deterministic=params["deterministic"], nvidia_smi_path=params["nvidia_smi_path"],
-            torch_python=params["torch_python"],
+            torch_python=params["torch_python"], level=params["level"],
+            state_dir=params["state_dir"], persist=not module.check_mode,
         )
     except _doctor.DoctorInputError as exc:
         module.fail_json(msg=str(exc))

@@ -8,22 +8,20 @@ errors planted for a failing node). Every assertion reads `scontrol show node -o
 
 import json
 import os
-import random
 import re
-import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
 import yaml
 
+from ansible_collections.continuum.hydra.tests.support import slurm_cluster
 from ansible_collections.continuum.hydra.tests.support.fleet import UNCORRECTABLE_ECC, fixture, host_vars, plant, write_host_bin
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.slurm_cluster import node_states, running_cluster
 
 pytestmark = pytest.mark.integration
 
-CLUSTER_SH = os.path.join(REPO, "tests", "utils", "slurm_cluster.sh")
 PLAYBOOK = os.path.join(REPO, "playbooks", "validate_partition.yml")
 VENV_BIN = os.path.dirname(sys.executable)
 HOSTS = {"gpu-a": "node1", "gpu-b": "node2", "gpu-c": "node3", "gpu-d": "node4"}
@@ -32,73 +30,15 @@ HOSTS = {"gpu-a": "node1", "gpu-b": "node2", "gpu-c": "node3", "gpu-d": "node4"}
 DOCTOR_ONLY = ["gpu.ecc_errors"]
 
 
-def _slurm_installed():
-    return all(shutil.which(tool) or os.path.exists("/usr/sbin/" + tool) for tool in ("slurmctld", "slurmd", "munged"))
-
-
-def _free_port_block(count):
-    """A base port with `count` free ports after it (ports are checked by binding them)."""
-    for _attempt in range(50):
-        base = random.randint(20000, 40000)
-        socks = []
-        try:
-            for port in range(base, base + count):
-                sock = socket.socket()
-                sock.bind(("127.0.0.1", port))
-                socks.append(sock)
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in socks:
-                sock.close()
-    raise RuntimeError("no block of %d free ports found" % count)
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    if not _slurm_installed():
-        deps = subprocess.run([os.path.join(REPO, "tests", "utils", "system-deps.sh")], capture_output=True, text=True,
-                              timeout=600, check=False)
-        if not _slurm_installed():
-            pytest.skip("slurmctld/slurmd/munged not installed and tests/utils/system-deps.sh could not install them: %s"
-                        % (deps.stderr.strip().splitlines() or ["no output"])[-1])
-    directory = str(tmp_path_factory.mktemp("slurm"))
-    try:
-        start = subprocess.run([CLUSTER_SH, "start", directory, str(len(HOSTS)), str(_free_port_block(len(HOSTS) + 1))],
-                               capture_output=True, text=True, timeout=60, check=False)
-        assert start.returncode == 0, "cluster did not start: %s %s" % (start.stdout, start.stderr)
-        yield os.path.join(directory, "slurm.conf")
-    finally:
-        subprocess.run([CLUSTER_SH, "stop", directory], capture_output=True, timeout=60, check=False)
-
-
-def scontrol(conf, *args):
-    proc = subprocess.run(["scontrol"] + list(args), env=dict(os.environ, SLURM_CONF=conf),
-                          capture_output=True, text=True, timeout=30, check=False)
-    assert proc.returncode == 0, "scontrol %s: %s" % (" ".join(args), proc.stderr)
-    return proc.stdout
-
-
-def node_states(conf):
-    """{node: (DRAIN flag set, reason without the [user@time] stamp)} straight from `scontrol show node -o`."""
-    states = {}
-    for line in scontrol(conf, "show", "node", "-o").splitlines():
-        name = re.search(r"NodeName=(\S+)", line).group(1)
-        state = re.search(r" State=(\S+)", line).group(1)
-        reason = re.search(r" Reason=(.*?) \[[^\]]*\]$", line)
-        states[name] = ("DRAIN" in state.split("+"), reason.group(1) if reason else None)
-    return states
+    with running_cluster(str(tmp_path_factory.mktemp("slurm")), len(HOSTS)) as conf:
+        yield conf
 
 
 def set_nodes(conf, drains):
     """Every node in service, then the given {node: reason} drains."""
-    for node in HOSTS.values():
-        if node_states(conf)[node][0]:
-            scontrol(conf, "update", "nodename=%s" % node, "state=resume")
-    for node, reason in drains.items():
-        scontrol(conf, "update", "nodename=%s" % node, "state=drain", "reason=%s" % reason)
-    assert dict((n, s[0]) for n, s in node_states(conf).items()) == dict((n, n in drains) for n in HOSTS.values())
+    slurm_cluster.set_nodes(conf, list(HOSTS.values()), drains)
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,8 @@ UNCORRECTABLE_ECC = (
 # Checks that read the real machine's /sys, NVML or kernel module rather than nvidia-smi: the fake
 # nvidia-smi cannot stand in for them, so simulated fleets select the GPU checks and leave these out.
 GPU_ONLY = ["gpu", "driver.nvidia_smi", "driver.version"]
-MACHINE_BOUND = ["gpu.nvml_available", "gpu.nvml_devices"]
+# gpu.topology cross-checks `nvidia-smi topo -m` with the machine's /sys (each GPU's NUMA node and NIC).
+MACHINE_BOUND = ["gpu.nvml_available", "gpu.nvml_devices", "gpu.topology"]
 
 
 def host_uuid(uuid, host):

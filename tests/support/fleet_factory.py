@@ -24,7 +24,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.gpu
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import OK, outcome
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.run import PROFILE_SCHEMA_VERSION
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.static import static_gpu
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_OK, SKIP, WARN, host_verdict
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_ABSENT, READ_OK, SKIP, WARN, host_verdict
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary as _summarise
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
@@ -32,6 +32,14 @@ from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
 GIB = 1024 ** 3
 _PARSED = {}
+
+
+def judge(check_id, **given):
+    """One catalogue check run by the registry on the given probe envelopes; every other probe it reads is absent
+    (not on this host), as collect() would report it."""
+    (chk,) = [c for c in CATALOGUE if c.id == check_id]
+    absent = {"status": READ_ABSENT, "data": None, "reason": "not on this host", "duration_ms": 0.0}
+    return registry.evaluate(chk, dict((name, given.get(name, absent)) for name in chk.probes), {})
 
 
 def recorded_smi(name):

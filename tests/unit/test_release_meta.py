@@ -8,6 +8,7 @@ import subprocess
 import pytest
 import yaml
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.run import HYDRA_VERSION
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
 RELEASE_VENV_BIN = os.path.join(REPO, ".venv-release", "bin")
@@ -131,3 +132,7 @@ def test_antsibull_changelog_lint_rejects_a_fragment_whose_item_yaml_makes_a_dic
     result = subprocess.run([tool, "lint"], cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
     assert result.returncode != 0
     assert "bad.yml" in result.stdout + result.stderr
+
+
+def test_doctor_reports_the_collection_version_galaxy_yml_declares():
+    assert HYDRA_VERSION == load("galaxy.yml")["version"]

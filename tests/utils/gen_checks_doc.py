@@ -30,13 +30,18 @@ def render() -> str:
     lines += ["| `%s` | [`%s`](#%s) |" % (probe, root, root.replace(".", "")) for probe, root in PROBE_ROOTS.items()]
     lines += [
         "",
-        "| id | title | reads |",
-        "| --- | --- | --- |",
+        "Levels (`level:` option, see levels.md): a run at a level runs the checks at or below it: `quick` (prolog-safe,",
+        "one nvidia-smi call, no GPU load), `standard` (the default: adds the kernel log, NVML, PyTorch...), `deep`",
+        "(adds active checks that load the GPUs). A check's level is the highest level of the probes it reads.",
+        "",
+        "| id | title | level | reads |",
+        "| --- | --- | --- | --- |",
     ]
     for chk in CATALOGUE:
-        lines.append("| [`%s`](#%s) | %s | %s |" % (chk.id, chk.id.replace(".", ""), chk.title, ", ".join(chk.probes)))
+        lines.append("| [`%s`](#%s) | %s | %s | %s |" % (chk.id, chk.id.replace(".", ""), chk.title, chk.level, ", ".join(chk.probes)))
     for chk in CATALOGUE:
-        lines += ["", "## %s" % chk.id, "", "**%s** — reads: %s." % (chk.title, ", ".join("`%s`" % p for p in chk.probes) or "nothing"), ""]
+        lines += ["", "## %s" % chk.id, "", "**%s** — level `%s`; reads: %s." % (
+            chk.title, chk.level, ", ".join("`%s`" % p for p in chk.probes) or "nothing"), ""]
         lines.append(chk.rule or "(no rule written)")
     lines += ["", "## Expectations (`hydra_expect`)", "",
               "The keys doctor reads, from the one table in `plugins/module_utils/_expect.py` (which also declares profile's).", "",

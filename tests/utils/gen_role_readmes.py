@@ -51,6 +51,26 @@ EXAMPLES = {
       vars:
         slurm_gate_nodes: "{{ groups['slurm_nodes'] }}"
         slurm_gate_max_fraction: 0.1""",
+    "slurm_healthcheck": """- name: Run doctor's quick checks as the SLURM HealthCheckProgram on every compute node
+  hosts: slurm_nodes
+  become: true
+  roles:
+    - role: continuum.hydra.slurm_healthcheck
+      vars:
+        slurm_healthcheck_expect: "{{ hydra_expect | default({}) }}"
+        slurm_healthcheck_interval: 300
+        slurm_healthcheck_manage_conf: false  # prints the slurm.conf lines""",
+    "tenant_guard": """- name: Guard tenants' p99 SLOs on the shared GPU nodes, limiting the noisy neighbour's I/O
+  hosts: shared_gpu_nodes
+  become: true
+  roles:
+    - role: continuum.hydra.tenant_guard
+      vars:
+        tenant_guard_mode: enforce  # recommend (the default) only writes what it would do
+        tenant_guard_expect:
+          tenant_slo_p99_ms: 100
+          tenant_persistence_runs: 3
+          tenant_io_limit_max_bps: 52428800""",
 }
 
 

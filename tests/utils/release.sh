@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cut a release in this checkout: tests/utils/release.sh VERSION ["release summary"]
 #   - lints the changelog fragments (antsibull-changelog lint),
-#   - sets galaxy.yml's version to VERSION,
+#   - sets galaxy.yml's version (and doctor's HYDRA_VERSION) to VERSION,
 #   - adds a release_summary fragment when a summary is given,
 #   - antsibull-changelog release --version VERSION: the fragments move into changelogs/changelog.yaml
 #     (keep_fragments: false removes them) and CHANGELOG.md is written,
@@ -31,7 +31,9 @@ if [ "$(grep -c '^version:' galaxy.yml)" -ne 1 ]; then
     exit 1
 fi
 sed -i "s/^version: .*/version: $version/" galaxy.yml
-echo "release.sh: galaxy.yml version $current -> $version"
+# The version doctor writes into every host result (tests/unit/test_release_meta.py keeps the two equal).
+sed -i "s/^HYDRA_VERSION = .*/HYDRA_VERSION = \"$version\"/" plugins/module_utils/_doctor/run.py
+echo "release.sh: galaxy.yml and doctor's HYDRA_VERSION $current -> $version"
 
 if [ -n "$summary" ]; then
     printf -- '---\nrelease_summary: |\n  %s\n' "$summary" > "changelogs/fragments/release-$version.yml"

@@ -8,18 +8,23 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import datetime
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _expect, _results
+from ansible_collections.continuum.hydra.plugins.module_utils import _atomic, _expect, _results
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE, PROBE_ROOTS
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import active as active_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import dcgm as dcgm_probe
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import rvs as rvs_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import DEFAULT_COMMAND_TIMEOUT
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, host_verdict
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, PASS, WARN, host_verdict
 
 HYDRA_VERSION = "0.1.0"
 
@@ -29,7 +34,13 @@ HYDRA_VERSION = "0.1.0"
 DEFAULT_TOTAL_TIMEOUT = 300
 
 DEFAULT_TIMEOUTS = {"nvidia_smi": nvidia_smi.DEFAULT_TIMEOUT, "kernel_log": 15, "torch": 90, "command": DEFAULT_COMMAND_TIMEOUT,
-                    "total": DEFAULT_TOTAL_TIMEOUT}
+                    "total": DEFAULT_TOTAL_TIMEOUT,
+                    # level deep: dcgmi diag's default follows its -r level (probes/dcgm.DIAG_TIMEOUTS), here for -r 2.
+                    "dcgm_diag": dcgm_probe.DIAG_TIMEOUTS[dcgm_probe.DEFAULT_DIAG_LEVEL], "rvs": rvs_probe.DEFAULT_TIMEOUT,
+                    "active": active_probe.ACTIVE_TIMEOUT_S}
+# The per-probe timeouts of level deep's active tools: unless timeouts.total is given, a deep run's deadline is
+# DEFAULT_TOTAL_TIMEOUT plus these (each tool may use its whole timeout and the passive probes still fit).
+DEEP_TIMEOUTS = ("dcgm_diag", "rvs", "active")
 
 # Host facts in every result need these two, whatever checks are selected.
 ALWAYS_PROBED = ("host", "nvidia_smi")
@@ -44,17 +55,29 @@ def list_catalogue() -> list[dict[str, Any]]:
 
 
 def validate(only: Optional[Sequence[str]], exclude: Optional[Sequence[str]], timeouts: Optional[Mapping[str, Any]],
-             expect: Optional[Mapping[str, Any]] = None) -> None:
+             expect: Optional[Mapping[str, Any]] = None, level: str = levels.DEFAULT) -> None:
+    if not levels.is_level(level):
+        raise DoctorInputError("level: %r is not a level; accepted: %s" % (level, ", ".join(levels.LEVELS)))
     problems = _expect.problems(expect)
     if problems:
         raise DoctorInputError(problems[0])
+    for key, accepted in (("dcgm_diag_level", dcgm_probe.DIAG_LEVELS), ("rvs_level", rvs_probe.RVS_LEVELS)):
+        value = _expect.get(expect, key)
+        if value not in accepted:
+            raise DoctorInputError("expect.%s: %r is not one of %s" % (key, value, ", ".join(str(n) for n in accepted)))
     for label, patterns in (("only", only), ("exclude", exclude)):
         unknown = registry.unknown_patterns(CATALOGUE, patterns)
         if unknown:
             raise DoctorInputError(
                 "%s: %s matches no check id; ids start with one of: %s (list_checks=true shows them all)"
                 % (label, ", ".join(repr(p) for p in unknown), ", ".join(sorted(set(c.category for c in CATALOGUE)))))
-    if not registry.select(CATALOGUE, only, exclude):
+    above = registry.above_level(CATALOGUE, only, level)
+    if above:
+        # Naming a check the level leaves out is a contradiction: say so rather than run nothing of what was asked.
+        raise DoctorInputError("only: %s selects only checks above level %s; run with level: %s (levels: %s)"
+                               % (", ".join("%r (level %s)" % pair for pair in above), level,
+                                  levels.highest(lvl for dummy, lvl in above), ", ".join(levels.LEVELS)))
+    if not registry.select(CATALOGUE, only, exclude, level):
         # No check would run: the host's verdict would be "healthy" with nothing judged (a dead GPU included).
         raise DoctorInputError("only: %s, exclude: %s leave no check to run" % (list(only or []), list(exclude or [])))
     for name, value in (timeouts or {}).items():
@@ -64,40 +87,68 @@ def validate(only: Optional[Sequence[str]], exclude: Optional[Sequence[str]], ti
             raise DoctorInputError("timeouts.%s: %r is not a positive number of seconds" % (name, value))
 
 
+def resolved_timeouts(timeouts: Optional[Mapping[str, Any]], expect: Mapping[str, Any], level: str = levels.DEFAULT) -> dict[str, Any]:
+    """DEFAULT_TIMEOUTS with the given ones; dcgm_diag's default follows dcgm_diag_level, a deep run's total its tools."""
+    given = dict(timeouts or {})
+    out = dict(DEFAULT_TIMEOUTS)
+    out["dcgm_diag"] = dcgm_probe.DIAG_TIMEOUTS.get(_expect.get(expect, "dcgm_diag_level"), out["dcgm_diag"])
+    out.update(given)
+    if level == levels.DEEP and "total" not in given:
+        out["total"] = DEFAULT_TOTAL_TIMEOUT + sum(out[name] for name in DEEP_TIMEOUTS)
+    return out
+
+
 def probe_options(expect: Mapping[str, Any], timeouts: Optional[Mapping[str, Any]] = None, nvidia_smi_path: Optional[str] = None,
-                  torch_python: Optional[str] = None) -> dict[str, Any]:
+                  torch_python: Optional[str] = None, level: str = levels.DEFAULT, state_dir: Optional[str] = None) -> dict[str, Any]:
     """What the probes read: paths, timeouts, and the hydra_expect values that shape a probe, resolved here.
 
     Probes never read ``expect`` themselves. ``disk_paths`` stays None when the inventory names none: the probe
     then measures its default paths, which may be missing (a path the inventory names must exist).
     """
     return {
-        "timeouts": dict(DEFAULT_TIMEOUTS, **(timeouts or {})),
+        "timeouts": resolved_timeouts(timeouts, expect, level),
+        "level": level,
+        "dcgm_diag_level": _expect.get(expect, "dcgm_diag_level"),
+        "dcgm_host": _expect.get(expect, "dcgm_host"),
+        "rvs_level": _expect.get(expect, "rvs_level"),
+        "rvs_conf": _expect.get(expect, "rvs_conf"),
         "nvidia_smi_path": nvidia_smi_path,
         "torch_python": torch_python,
         "xid_window_hours": _expect.get(expect, "xid_window_hours"),
         "fabric_manager_log": _expect.get(expect, "fabric_manager_log"),
         "disk_paths": _expect.get(expect, "disk_paths") if _expect.given(expect, "disk_paths") else None,
+        # tenant.slo (probes/tenant.py): where tenants write metrics, where the tenant state lives
+        "state_dir": state_dir,
+        "tenant_metrics_dir": _expect.get(expect, "tenant_metrics_dir"),
+        "tenant_io_sample_s": _expect.get(expect, "tenant_io_sample_s"),
+        "tenant_io_devices": _expect.get(expect, "tenant_io_devices"),
     }
 
 
 def run(only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None, expect: Optional[Mapping[str, Any]] = None,
         timeouts: Optional[Mapping[str, Any]] = None, deterministic: bool = False, nvidia_smi_path: Optional[str] = None,
-        torch_python: Optional[str] = None, probes: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
-    """The doctor result for this host. ``probes`` replaces the probe table (tests)."""
-    validate(only, exclude, timeouts, expect)
+        torch_python: Optional[str] = None, probes: Optional[Mapping[str, Any]] = None, level: str = levels.DEFAULT,
+        state_dir: Optional[str] = None, persist: bool = True) -> dict[str, Any]:
+    """The doctor result for this host. ``probes`` replaces the probe table (tests).
+
+    ``level`` (levels.py): checks above it are not run and absent from the result (not SKIP: a SKIP says the
+    host could not be judged, a level says it was not asked); ``only`` naming nothing but such checks is an error.
+    """
+    validate(only, exclude, timeouts, expect, level)
     start = time.monotonic()
     expect = expect or {}
-    options = probe_options(expect, timeouts, nvidia_smi_path, torch_python)
-    selected = registry.select(CATALOGUE, only, exclude)
+    options = probe_options(expect, timeouts, nvidia_smi_path, torch_python, level, state_dir)
+    selected = registry.select(CATALOGUE, only, exclude, level)
     needed = list(ALWAYS_PROBED) + [name for chk in selected for name in chk.probes]
     deadline = probe_catalogue.Deadline(start + options["timeouts"]["total"], options["timeouts"]["total"])
     envelopes = probe_catalogue.collect(needed, options, probes, deadline)
     roots = registry.roots_for(selected, PROBE_ROOTS)
     checks = registry.blocked([judge(chk, envelopes, expect, roots) for chk in selected])
+    persist_states(checks, persist)
     summary = _results.summarize(checks)
     result = {
         "schema_version": _results.SCHEMA_VERSION,
+        "level": level,
         "environment": environment(envelopes),
         "checks": checks,
         "summary": summary,
@@ -123,6 +174,29 @@ def judge(chk: registry.Check, envelopes: Mapping[str, Any], expect: Mapping[str
             "details": {"probes_not_run": [name for name in chk.probes if envelopes[name].get("not_run")]},
             "remediation": "raise timeouts.total, or lower the per-probe timeouts, so every probe fits the doctor run",
             "duration_ms": 0.0}
+
+
+def persist_states(checks: Sequence[dict[str, Any]], write: bool = True) -> None:
+    """Write the state a check hands over in ``details.persist`` ({path, document}: tenant.slo's tenants.json),
+    atomically, after evaluation; the check keeps {path, written, error} in its place. ``write`` off (check mode):
+    nothing is written and the next run starts from the same state."""
+    for chk in checks:
+        details = chk.get("details")
+        if not isinstance(details, dict) or not isinstance(details.get("persist"), dict):
+            continue
+        wanted = details["persist"]
+        if not wanted.get("path"):
+            continue
+        outcome: dict[str, Any] = {"path": wanted["path"], "written": False, "error": None}
+        if write:
+            try:
+                _atomic.write_atomic(wanted["path"], json.dumps(wanted.get("document"), indent=2, sort_keys=True) + "\n")
+                outcome["written"] = True
+            except OSError as exc:
+                outcome["error"] = "%s: %s" % (wanted["path"], exc.strerror or exc)
+                if chk.get("status") == PASS:  # a state that cannot be kept cannot be judged over time
+                    chk.update(status=WARN, message="%s; state not saved: %s" % (chk.get("message"), outcome["error"]))
+        details["persist"] = outcome
 
 
 def environment(envelopes: Mapping[str, Any]) -> dict[str, Any]:

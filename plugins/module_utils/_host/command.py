@@ -87,6 +87,47 @@ def run(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = 
     return proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
 
 
+def run_to_file(argv: Sequence[str], timeout: Optional[float], log_path: str, cwd: Optional[str] = None,
+                env: Optional[Mapping[str, str]] = None) -> tuple[Optional[int], bool]:
+    """Run argv with stdout and stderr streamed into log_path (appended); return (rc, timed_out).
+
+    For long jobs whose output is kept rather than parsed: ``env`` is the child's whole environment (None: this
+    process's), not localised. ``timeout`` None or <= 0 means no deadline; at the deadline the whole process tree
+    is killed as in run() and rc is None. ProbeAbsent/ProbeError when argv[0] cannot be executed.
+    """
+    become_subreaper()
+    with open(log_path, "ab") as log:
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
+                                    env=dict(env) if env is not None else None, start_new_session=True)
+        except FileNotFoundError:
+            raise ProbeAbsent("%s: not found" % argv[0]) from None
+        except PermissionError:
+            raise ProbeError("%s: permission denied" % argv[0]) from None
+        except OSError as exc:
+            raise ProbeError("%s: cannot execute (%s)" % (argv[0], exc)) from None
+        with _LIVE_LOCK:
+            _LIVE.add(proc.pid)
+        try:
+            rc = proc.wait(timeout=timeout if timeout and timeout > 0 else None)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            return None, True
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(proc.pid)
+        # The script is done; a background child it left in its process group must not outlive it.
+        _kill_leftovers(proc.pid)
+    return rc, False
+
+
+def _kill_leftovers(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def call_with_timeout(call: Callable[[], T], timeout: float, what: str) -> T:
     """Run an in-process call with a deadline: NVML on a hung GPU, or statvfs on a hung network mount, can block forever.
 

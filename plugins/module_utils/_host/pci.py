@@ -17,6 +17,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 
 NVIDIA_VENDOR = "0x10de"
+AMD_VENDOR = "0x1002"
 
 _ADDRESS = re.compile(r"(?:PCI:)?(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.[0-7])?$")
 
@@ -66,4 +67,60 @@ def scan_nvidia_functions(devices_dir: str) -> dict[str, list[dict[str, Any]]]:
             # Which kernel driver owns it: nvidia, vfio-pci (handed to a VM) or none.
             "driver": os.path.basename(os.readlink(driver)) if os.path.islink(driver) else None,
         })
+    return found
+
+
+def is_amd_gpu_class(pci_class: Optional[str]) -> bool:
+    """An AMD GPU's class code: a display controller (0x03xx) or a processing accelerator (0x12xx: MI300X is not a
+    VGA device)."""
+    value = (pci_class or "").strip().lower()
+    return value.startswith("0x03") or value.startswith("0x12")
+
+
+def scan_amd_gpus(devices_dir: str) -> list[dict[str, Any]]:
+    """AMD GPU functions under a sysfs ``bus/pci/devices`` directory: [{address, device_id, class, driver}], sorted;
+    [] when the directory is not there."""
+    found: list[dict[str, Any]] = []
+    if not os.path.isdir(devices_dir):
+        return found
+    for address in sorted(os.listdir(devices_dir)):
+        path = os.path.join(devices_dir, address)
+        if _read(os.path.join(path, "vendor")) != AMD_VENDOR:
+            continue
+        pci_class = _read(os.path.join(path, "class"))
+        if not is_amd_gpu_class(pci_class):
+            continue
+        driver = os.path.join(path, "driver")
+        found.append({"address": address, "device_id": _read(os.path.join(path, "device")), "class": pci_class,
+                      "driver": os.path.basename(os.readlink(driver)) if os.path.islink(driver) else None})
+    return found
+
+
+def read_locality(device_dir: str) -> dict[str, Any]:
+    """A PCI function's NUMA node (None when sysfs says -1: no firmware affinity, or NUMA off) and local CPUs."""
+    node = _read(os.path.join(device_dir, "numa_node"))
+    try:
+        numa_node: Optional[int] = int(node) if node is not None else None
+    except ValueError:
+        numa_node = None
+    return {"numa_node": numa_node if numa_node is not None and numa_node >= 0 else None,
+            "numa_node_raw": node, "local_cpulist": _read(os.path.join(device_dir, "local_cpulist"))}
+
+
+def rdma_devices(class_dir: str) -> dict[str, dict[str, Any]]:
+    """RDMA devices under a sysfs ``class/infiniband`` directory -> their PCI address and locality.
+
+    ``<dev>/device`` links to the PCI function (NCCL and Azure's health checks read it the same way); a
+    device without that link (a software RDMA device such as rxe) is left out.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    if not os.path.isdir(class_dir):
+        return found
+    for name in sorted(os.listdir(class_dir)):
+        device = os.path.join(class_dir, name, "device")
+        if not os.path.exists(device):
+            continue
+        entry = read_locality(device)
+        entry["address"] = os.path.basename(os.path.realpath(device))
+        found[name] = entry
     return found

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
+from ansible_collections.continuum.hydra.plugins.module_utils._host import telemetry
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import DEFAULT_COMMAND_TIMEOUT
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as _host_analysis
@@ -25,7 +26,6 @@ from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench imp
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import disk as disk_bench
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu as gpu_bench
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory as memory_bench
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import telemetry
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.runlog import RunLog
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FAILED, FALLBACK, OK, SKIPPED, BenchError, outcome
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.static import block_device_rotational, mount_for, read_mounts, static_profile

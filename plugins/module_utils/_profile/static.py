@@ -20,15 +20,17 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Callable, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command as _command
 from ansible_collections.continuum.hydra.plugins.module_utils._host import procfs
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import topology as _topology
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi, read_gpus
+from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import membench
 from ansible_collections.continuum.hydra.plugins.module_utils._host.network import read_infiniband_ports
 from ansible_collections.continuum.hydra.plugins.module_utils._host.runtime import detect_container
 from ansible_collections.continuum.hydra.plugins.module_utils._profile import verdict as _host_analysis
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu as cpu_bench
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory as memory_bench
 from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_ABSENT, READ_FAILED, READ_OK
 
 ISA_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16",
@@ -86,7 +88,7 @@ def cpu_profile(root: str, notes: Notes) -> dict[str, Any]:
         "numa_nodes": len(numa) or None,
         "governors": governors,
         "isa": [flag for flag in ISA_FLAGS if flag in info["flags"]],
-        "llc_bytes": memory_bench.last_level_cache_bytes(root),
+        "llc_bytes": membench.last_level_cache_bytes(root),
     }
 
 
@@ -262,42 +264,25 @@ def static_gpu(gpu: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-_TOPO_LABELS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
-
-
 def parse_topology(text: Optional[str]) -> Optional[dict[str, Any]]:
-    """``nvidia-smi topo -m`` -> links between GPUs / NICs, CPU and NUMA affinity per GPU, NIC names."""
-    lines = [line.rstrip("\n") for line in (text or "").splitlines()]
-    lines = [line for line in lines if line.strip()]
-    if not lines:
-        return None
-    header = lines[0]
-    for label in _TOPO_LABELS:
-        header = header.replace(label, label.replace(" ", "_"))
-    columns = [cell.strip() for cell in (header.split("\t") if "\t" in header else header.split())]
-    columns = [cell for cell in columns if cell]
-    topology: dict[str, Any] = {"devices": [], "links": {}, "cpu_affinity": {}, "numa_affinity": {}, "nic_names": {}}
-    for line in lines[1:]:
-        stripped = line.strip()
-        if stripped.startswith("Legend"):
-            break
-        cells = [cell.strip() for cell in line.split("\t")] if "\t" in line else line.split()
-        name, values = cells[0], cells[1:]
-        if not re.match(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|\w+\d+)$", name):
-            continue
-        topology["devices"].append(name)
-        row = dict(zip(columns, values))
-        topology["links"][name] = dict((peer, kind) for peer, kind in row.items()
-                                       if peer not in ("CPU_Affinity", "NUMA_Affinity", "GPU_NUMA_ID") and kind and kind != "X")
-        if row.get("CPU_Affinity"):
-            topology["cpu_affinity"][name] = row["CPU_Affinity"]
-        if row.get("NUMA_Affinity"):
-            topology["numa_affinity"][name] = row["NUMA_Affinity"]
-    for line in lines:
-        match = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", line)
-        if match:
-            topology["nic_names"][match.group(1)] = match.group(2)
-    return topology
+    """``nvidia-smi topo -m`` -> links, affinities, NIC names, NVLink counts (_host.gpus.topology.parse_topology)."""
+    return _topology.parse_topology(text)
+
+
+def placement_scores(topology: Optional[Mapping[str, Any]], options: Mapping[str, Any], root: str) -> dict[str, Any]:
+    """GPU -> placement score (docs/topology.md) from the matrix, /sys and this process's CPUs; {} without a matrix."""
+    if not topology:
+        return {}
+    expect = options.get("expect") or {}
+    weights = {"numa": _expect.get(expect, "placement_weight_numa"), "pcie": _expect.get(expect, "placement_weight_pcie"),
+               "cpu": _expect.get(expect, "placement_weight_cpu")}
+    try:
+        facts = _topology.read_sys_facts(root)
+    except _command.ProbeError:
+        facts = {}
+    return dict((gpu, _topology.placement(topology, gpu, _topology.numa_id((topology.get("numa_affinity") or {}).get(gpu)),
+                                          None, facts.get("bound_cpus"), None, weights))
+                for gpu in topology.get("gpus") or [])
 
 
 def read_gpus_of(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -328,6 +313,8 @@ def gpu_profile(options: Mapping[str, Any], notes: Notes,
         rc, out, err = _command.run([find_nvidia_smi(options.get("nvidia_smi_path")), "topo", "-m"], options["timeouts"]["nvidia_smi"])
         if rc == 0:
             topology = parse_topology(out)
+            if topology is not None:
+                topology["placement"] = placement_scores(topology, options, options.get("root") or "/")
         else:
             notes.append("nvidia-smi topo -m exited with rc %s: %s" % (rc, (err or out).strip().splitlines()[:1]))
     except (_command.ProbeError, _command.ProbeAbsent) as exc:
@@ -380,7 +367,7 @@ def static_profile(options: Mapping[str, Any], root: str = "/", probes: Optional
                    inventory: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
     """The whole static profile; ``inventory`` is the torch inventory run.py took (None: not taken)."""
     notes: Notes = []
-    gpus, driver, topology = gpu_profile(options, notes, probes)
+    gpus, driver, topology = gpu_profile(dict(options, root=root), notes, probes)
     profile = {
         "cpu": cpu_profile(root, notes),
         "memory": memory_profile(root, notes),

@@ -22,12 +22,12 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.skus import find_sku, link_rate_gbps
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.skus import PCIE_GBPS_PER_LANE, SKUS
 
 GPU_BF16_TFLOPS_MIN = _expect.key("gpu_bf16_tflops_min")
 GPU_H2D_GBPS_MIN = _expect.key("gpu_h2d_gbps_min")
@@ -93,25 +93,6 @@ _ACTIONS = {
         ("Use sharded / sequential dataset formats and prefetch", "high", "medium", "Large sequential reads hide random-read latency."),
     ],
 }
-
-
-def find_sku(name: Optional[str], sku_id: Optional[str] = None, skus: Optional[Sequence[Sku]] = None) -> Optional[Sku]:
-    """The SKU entry for an nvidia-smi product name (or the explicit id), None when unknown."""
-    skus = SKUS if skus is None else skus
-    if sku_id:
-        return next((sku for sku in skus if sku["id"] == sku_id), None)
-    upper = (name or "").upper()
-    for sku in skus:
-        if any(all(part.upper() in upper for part in group) for group in sku["match"]):
-            return sku
-    return None
-
-
-def link_rate_gbps(gen: Optional[int], width: Optional[int]) -> Optional[float]:
-    """One-direction PCIe rate in GB/s, None when gen or width is unknown."""
-    if not gen or not width or gen not in PCIE_GBPS_PER_LANE:
-        return None
-    return PCIE_GBPS_PER_LANE[gen] * width
 
 
 def shortfall_score(measured: float, floor: float) -> float:

@@ -11,20 +11,23 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import os
-import re
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host.slurm import (
+    MAX_REASON_CHARS,
+    REASON_PREFIX,
+    Node,
+    drain_args,
+    is_hydra_reason,
+    parse_show_node,
+    resume_args,
+)
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED as ERROR
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAILED, HEALTHY, UNREACHABLE, WARNING
 
-# Every drain reason hydra writes starts with this; only such drains are ever resumed by hydra.
-REASON_PREFIX = "hydra:"
 UNREACHABLE_REASON = REASON_PREFIX + " unreachable"
-# SLURM stores reasons of any length, but `sinfo -R` shows the start: keep it readable.
-MAX_REASON_CHARS = 120
-
 UNKNOWN = "unknown"  # the gate's own: no doctor verdict to act on (skipped, or not in the report)
 OUTCOMES = (HEALTHY, WARNING, FAILED, ERROR, UNREACHABLE, UNKNOWN)
 DRAINABLE_OUTCOMES = (FAILED, ERROR, WARNING)
@@ -39,45 +42,11 @@ DEFAULT_POLICY: dict[str, Any] = {
     "node_names": {},
 }
 
-_NODE_NAME = re.compile(r"(?:^|\s)NodeName=(\S+)")
-_STATE = re.compile(r"\sState=(\S+)")
-# scontrol ends a reason with " [user@time]"; the reason itself may hold spaces and '='.
-_REASON = re.compile(r"\sReason=(.*?)(?: \[[^\[\]@]*@[^\[\]]*\])?\s*$")
-
-
-Node = dict[str, Any]  # parse_show_node(): {state, flags, drained, reason}
 GatePlan = dict[str, Any]  # plan(): {drain, resume, leave, brake}
 
 
 class GateInputError(ValueError):
     """Bad gate input: one line naming the bad value and what is accepted."""
-
-
-def parse_show_node(text: str) -> dict[str, Node]:
-    """`scontrol show node -o` text -> {node: {"state", "flags", "drained", "reason"}}.
-
-    22.05 has no `scontrol --json`; one line per node, with State=BASE+FLAG+FLAG and Reason= last.
-    """
-    nodes = {}
-    for line in text.splitlines():
-        name = _NODE_NAME.search(line)
-        if not name:
-            continue
-        state = _STATE.search(line)
-        reason = _REASON.search(line)
-        parts = (state.group(1) if state else "UNKNOWN").split("+")
-        nodes[name.group(1)] = {
-            "state": "+".join(parts),
-            "flags": parts[1:],
-            # DRAIN on an idle node, DRAINING/DRAINED in older spellings of the same flag.
-            "drained": any(p.startswith("DRAIN") for p in parts),
-            "reason": reason.group(1).strip() if reason and reason.group(1).strip() not in ("", "none") else None,
-        }
-    return nodes
-
-
-def is_hydra_reason(reason: Optional[str]) -> bool:
-    return reason is not None and reason.startswith(REASON_PREFIX)
 
 
 def drain_reason(check_ids: list[str]) -> str:
@@ -202,15 +171,6 @@ def plan_lines(gate_plan: GatePlan) -> list[str]:
     lines.extend("resume %s (%s): %s (was %r)" % (r["node"], r["host"], r["why"], r["reason"]) for r in gate_plan["resume"])
     lines.extend("leave  %s (%s): %s" % (entry["node"], entry["host"], entry["why"]) for entry in gate_plan["leave"])
     return lines
-
-
-def drain_args(node: str, reason: str) -> list[str]:
-    """scontrol arguments that drain one node (an argument list: the reason needs no quoting)."""
-    return ["update", "nodename=%s" % node, "state=drain", "reason=%s" % reason]
-
-
-def resume_args(node: str) -> list[str]:
-    return ["update", "nodename=%s" % node, "state=resume"]
 
 
 def unverified(gate_plan: GatePlan, nodes_after: dict[str, Node]) -> list[tuple[str, str]]:

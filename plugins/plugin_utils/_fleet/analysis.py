@@ -26,6 +26,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts impor
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_records
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, OPTIONAL_STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers, merge_history
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import BATCH_FIGURE, analyse_workloads, batch_profiles
 
 GPU_IDENTITY = ("uuid", "pci_bus_id", "memory_total_mib")
 
@@ -134,11 +135,17 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
         "history": None,
         "problems": options.problems,  # the same list: reading the history below may add to it
     }
+    workloads = analyse_workloads(hosts, host_class)
+    if workloads is not None:
+        report["workloads"] = workloads
     if options.batch:
+        metric = options.batch.get("metric") or DEFAULT_METRIC
+        # A workload's name (HYDRA_BATCH_METRIC=train_step): its measured throughput instead of a profile figure.
+        by_workload = batch_profiles(hosts, metric) if workloads is not None else None
         analysis["batch_plan"] = plan_batches(
-            profiles, dict((h, e["status"]) for h, e in hosts.items()), options.batch["global_batch_size"],
-            options.batch.get("memory_per_sample_mib"), options.batch.get("metric") or DEFAULT_METRIC,
-            generated_at=report.get("generated_at"))
+            by_workload or profiles, dict((h, e["status"]) for h, e in hosts.items()), options.batch["global_batch_size"],
+            options.batch.get("memory_per_sample_mib"), BATCH_FIGURE if by_workload else metric,
+            generated_at=report.get("generated_at"), workload=metric if by_workload else None)
     report["analysis"] = analysis
     if options.history is not None:
         rule = dict(history_mod.DEFAULT_RULE, **(options.history_rule or {}))

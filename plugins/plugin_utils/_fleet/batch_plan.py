@@ -31,7 +31,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures imp
 PlannedGpu = tuple[str, Any, Optional[str], Optional[str], Optional[float], float]
 
 PLAN_KIND = "continuum.hydra.batch_plan"
-PLAN_SCHEMA_VERSION = "1.0.0"
+PLAN_SCHEMA_VERSION = "1.1.0"
 DEFAULT_METRIC = "bf16_tflops"
 MEMORY_HEADROOM = 0.9  # activations aside, the allocator and CUDA context need the rest
 ELIGIBLE = (HEALTHY, WARNING)
@@ -130,21 +130,26 @@ def validate(global_batch_size: object, memory_per_sample_mib: Any) -> None:
 
 def plan_batches(profiles: Mapping[str, Any], host_status: Mapping[str, str], global_batch_size: int,
                  memory_per_sample_mib: Optional[float] = None, metric: str = DEFAULT_METRIC,
-                 generated_at: Optional[str] = None) -> dict[str, Any]:
-    """The plan dict. Problems that make a plan impossible are its ``error`` (one line), with no hosts."""
+                 generated_at: Optional[str] = None, workload: Optional[str] = None) -> dict[str, Any]:
+    """The plan dict. Problems that make a plan impossible are its ``error`` (one line), with no hosts.
+
+    workload: the plan reads a workload's throughput (profiles from _fleet/workloads.py batch_profiles, under
+    ``metric``): the plan names the workload as its metric, with ``source`` workload."""
     validate(global_batch_size, memory_per_sample_mib)
     lower_better = lower_is_better(metric)
     plan: dict[str, Any] = {"schema_version": PLAN_SCHEMA_VERSION, "kind": PLAN_KIND, "generated_at": generated_at,
                             "global_batch_size": global_batch_size, "memory_per_sample_mib": memory_per_sample_mib, "metric": metric,
                             "memory_headroom": MEMORY_HEADROOM, "error": None, "hosts": {}, "excluded_hosts": {}, "gpus_planned": 0,
                             "uniform": None, "expected_step_time_gain": None, "expected_speedup": None}
+    if workload is not None:
+        plan.update(metric=workload, source="workload")
     gpus: list[PlannedGpu] = []
     for host in sorted(host_status):
         if host_status[host] not in ELIGIBLE:
             plan["excluded_hosts"][host] = "status %s" % host_status[host]
             continue
         if host not in profiles:
-            plan["excluded_hosts"][host] = "not profiled"
+            plan["excluded_hosts"][host] = "no successful %s run" % workload if workload else "not profiled"
             continue
         found, reason = _gpus_of(host, profiles[host], metric, lower_better)
         if reason:
@@ -152,7 +157,7 @@ def plan_batches(profiles: Mapping[str, Any], host_status: Mapping[str, str], gl
         else:
             gpus.extend(found or [])
     if not gpus:
-        plan["error"] = "no GPU with a %s figure on a healthy or warning host: nothing to plan" % metric
+        plan["error"] = "no GPU with a %s figure on a healthy or warning host: nothing to plan" % plan["metric"]
         return plan
     caps = _caps(gpus, memory_per_sample_mib)
     if global_batch_size < len(gpus):

@@ -12,8 +12,9 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._results import summarize
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, host_verdict
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import merge_entries
 
-FLEET_SCHEMA_VERSION = "1.2.0"
+FLEET_SCHEMA_VERSION = "1.3.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
 
 # A host's status in the fleet report: its doctor verdict (_status.HOST_VERDICTS), or one of these when doctor gave none.
@@ -86,6 +87,11 @@ class FleetCollector:
 
     def add_env_setup(self, host: str, manifest: Optional[Mapping[str, Any]]) -> None:
         self._entry(host)["env_setup"] = manifest
+
+    def add_workload(self, host: str, workload: Mapping[str, Any]) -> None:
+        """The host's workload rows (_fleet/workloads.py host_entry); a second workload task's rows are added."""
+        entry = self._entry(host)
+        entry["workload"] = merge_entries(entry.get("workload"), workload)
 
     def set_groups(self, host: str, groups: Iterable[str]) -> None:
         self.groups[host] = sorted(groups)

@@ -73,7 +73,7 @@ Samples = Mapping[tuple[str, str], list[tuple[Any, float]]]  # (class, metric) -
 Findings = dict[Any, list[dict[str, Any]]]  # host or (host, GPU) -> [slow metric]
 
 
-def _judge(samples: Samples, rule: Mapping[str, float]) -> tuple[dict[str, Any], Findings, dict[str, list[str]]]:
+def judge(samples: Samples, rule: Mapping[str, float]) -> tuple[dict[str, Any], Findings, dict[str, list[str]]]:
     """samples: {(class, metric): [(key, value)]} -> (distributions {metric: {class: dist}}, slow {key: [finding]})."""
     distributions: dict[str, Any] = {}
     slow: Findings = {}
@@ -212,8 +212,8 @@ def analyse_stragglers(profiles: Mapping[str, Any], host_class: Mapping[str, Opt
             for metric, value in gpu_figures(gpu).items():
                 gpu_samples.setdefault((class_name, metric), []).append((key, value))
 
-    host_dist, slow_hosts, small_hosts = _judge(host_samples, rule)
-    gpu_dist, slow_gpus, small_gpus = _judge(gpu_samples, rule)
+    host_dist, slow_hosts, small_hosts = judge(host_samples, rule)
+    gpu_dist, slow_gpus, small_gpus = judge(gpu_samples, rule)
     hosts = []
     for host in sorted(slow_hosts):
         findings = _worst_first(slow_hosts[host])

@@ -160,3 +160,40 @@ def open_finding_rows(report: Mapping[str, Any]) -> list[FindingRow]:
                      str(item.get("last_seen") or "")[:10], int(item.get("times_seen") or 0), step.get("action") or "",
                      step.get("why") or ""))
     return rows
+
+
+# (workload, class, metric, hosts, median, min, max, stragglers "host -23%, ..." or "" or "not judged (...)", any straggler)
+WorkloadRow = tuple[str, str, str, int, float, float, float, str, bool]
+# (workload, host, class, status, reason, last log line or "")
+WorkloadFailureRow = tuple[str, str, str, str, str, str]
+
+
+def workloads(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's ``workloads`` section (_fleet/workloads.py), {} when no host ran a workload."""
+    return report.get("workloads") or {}
+
+
+def workload_rows(report: Mapping[str, Any]) -> list[WorkloadRow]:
+    """One row per workload x class x metric: the spread and the stragglers, workloads by name."""
+    section = workloads(report)
+    rows: list[WorkloadRow] = []
+    for key, work in sorted((section.get("workloads") or {}).items()):
+        for table in work["tables"]:
+            if table["judged"]:
+                slow = ", ".join("%s %s" % (s["host"], percent_change(s["ratio"])) for s in table["stragglers"])
+            else:
+                needed = int(section["rule"]["min_peers"])
+                slow = "not judged (%d host%s, %d needed)" % (table["n"], "" if table["n"] == 1 else "s", needed)
+            rows.append((key, table["class"], table["metric"], table["n"], table["median"], table["min"], table["max"], slow,
+                         bool(table["stragglers"])))
+    return rows
+
+
+def workload_failure_rows(report: Mapping[str, Any]) -> list[WorkloadFailureRow]:
+    """One row per failed host x workload row (FAILURE, TIMEOUT, unreadable performance)."""
+    rows: list[WorkloadFailureRow] = []
+    for key, work in sorted((workloads(report).get("workloads") or {}).items()):
+        for failure in work["failures"]:
+            rows.append((key, failure["host"], failure["class"], str(failure["status"]), str(failure["reason"] or ""),
+                         (failure.get("log") or [""])[-1]))
+    return rows

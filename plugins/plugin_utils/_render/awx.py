@@ -17,7 +17,8 @@ STATS_KEY = "hydra_fleet"
 
 
 def set_stats_data(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """{"hydra_fleet": {...}}: counts, failing and warning hosts, failing checks; stragglers and drift when analysed."""
+    """{"hydra_fleet": {...}}: counts, failing and warning hosts, failing checks; stragglers and drift when analysed;
+    workload counts and failed and straggling hosts when workloads ran."""
     hosts = report["hosts"]
     failing_checks: dict[str, int] = {}
     for check_id, entries in report["failing"].items():
@@ -35,4 +36,10 @@ def set_stats_data(report: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         data["straggler_hosts"] = sorted(views.straggler_hosts(report))
         data["drift_hosts"] = sorted(views.drift_hosts(report))
         data["bottleneck"] = (analysis.get("bottleneck") or {}).get("primary")
+    workloads = views.workloads(report)
+    if workloads:
+        # Workload runs (playbooks/workloads.yml): rows per status, and the hosts a workflow may branch on.
+        data["workload_counts"] = dict(workloads["counts"])
+        data["workload_failed_hosts"] = sorted(set(r["host"] for r in workloads["results"] if r["failure"]))
+        data["workload_straggler_hosts"] = sorted(set(r["host"] for r in workloads["results"] if r["straggler"]))
     return {STATS_KEY: data}

@@ -8,7 +8,7 @@ offline and a hostile string that slipped through could not load anything. Every
 is escaped with html.escape (quotes included, for attributes).
 
 Sections: totals, status by class (SVG), benchmark distributions per class with stragglers marked
-(SVG), failing checks by host, actions, drift, stragglers, bottleneck, history, batch plan, every host.
+(SVG), failing checks by host, actions, drift, stragglers, workloads, bottleneck, history, batch plan, every host.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -208,6 +208,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     else:
         yield "<p>No stragglers.</p>\n"
     yield "</section>\n"
+    yield from _workloads(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -285,3 +286,29 @@ def _with_blocked(report: Mapping[str, Any], host: str, check_ids: Iterable[str]
     """Check ids, a root cause with how many checks it blocked: "driver.nvidia_smi (blocked 19 checks)"."""
     blocked = views.blocked_counts(report, host)
     return ["%s (%s)" % (cid, views.blocked_phrase(blocked[cid])) if blocked.get(cid) else cid for cid in check_ids]
+
+
+def _workloads(report: Mapping[str, Any]) -> Iterator[str]:
+    """Per workload, a table per class and metric with the stragglers, then its failures."""
+    section = views.workloads(report)
+    if not section:
+        return
+    yield '<section id="workloads"><h2>Workloads</h2>\n'
+    failures = views.workload_failure_rows(report)
+    for key in section["workloads"]:
+        yield "<h3>%s</h3>\n" % esc(key)
+        table = [r for r in views.workload_rows(report) if r[0] == key]
+        if table:
+            yield from _table(["class", "metric", "hosts", "median", "min", "max", "stragglers"], (
+                (' class="straggler"' if any_slow else "",
+                 [_td(c), _td(m), _td(n, True), _td(views.number(med), True), _td(views.number(lo), True),
+                  _td(views.number(hi), True), _td(slow or None)])
+                for _key, c, m, n, med, lo, hi, slow, any_slow in table))
+        else:
+            yield "<p>No host measured it.</p>\n"
+        mine = [r for r in failures if r[0] == key]
+        if mine:
+            yield from _table(["host", "class", "status", "reason", "last log line"], (
+                (' data-host="%s"' % esc(h), [_td(h), _td(c), _td(st), _td(reason), _td(line or None)])
+                for _key, h, c, st, reason, line in mine))
+    yield "</section>\n"

@@ -9,18 +9,22 @@ A check blocked by a root cause (``blocked_by``) is <skipped> with a message nam
 <error> says how many checks it blocked.
 A host that never ran doctor (unreachable, task failed) has one testcase "host.reachable" that is an
 <error>. Analysed hosts also get "fleet.drift" and "fleet.stragglers" testcases (a <failure> when the
-host drifts from its class or is slower than it).
+host drifts from its class or is slower than it). Each workload row of a host is a testcase "workload.<name>":
+a <failure> for FAILURE, TIMEOUT or an unreadable performance, <skipped> for SKIPPED, passing with a WARN note
+when the host is a straggler of its class.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import functools
+import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._workload.run import SKIPPED as RUN_SKIPPED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
@@ -117,6 +121,21 @@ def _host_cases(host: str, entry: Mapping[str, Any], drift_items: Optional[Seque
             yield None, (host, "fleet.stragglers")
 
 
+def _workload_cases(host: str, results: Sequence[Mapping[str, Any]]) -> Iterator[Case]:
+    for item in results:
+        name = "workload.%s" % item["workload"]
+        seconds = item["duration_s"] * 1000.0 if isinstance(item.get("duration_s"), (int, float)) else None
+        figure = "%s %s" % (views.number(item["value"]), item["metric"])
+        if item["failure"]:
+            yield FAILURE, (host, name, FAILURE, "%s: %s" % (item["status"], item["reason"]), None, seconds)
+        elif item["status"] == RUN_SKIPPED:
+            yield SKIPPED, (host, name, SKIPPED, item["reason"], None, seconds)
+        elif item["straggler"]:
+            yield WARNED, (host, name, WARNED, "%s: slower than class %s" % (figure, item["class"]), None, seconds)
+        else:
+            yield None, (host, name, None, None, None, seconds)
+
+
 def render(report: Mapping[str, Any]) -> Iterator[str]:
     """JUnit XML in pieces: a first pass counts (the root element carries the totals), the second writes."""
     analysis = views.analysis(report)
@@ -126,12 +145,15 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     slow_by_host: dict[str, list[views.StragglerRow]] = {}
     for slow_row in views.straggler_rows(report):
         slow_by_host.setdefault(slow_row[0], []).append(slow_row)
+    workload_results: dict[str, list[Mapping[str, Any]]] = {}
+    for item in views.workloads(report).get("results") or []:
+        workload_results.setdefault(item["host"], []).append(item)
 
     def cases(host: str) -> Iterator[Case]:
         entry = report["hosts"][host]
         drift = drift_by_host.get(host, []) if "drift" in analysis else None
         slow = slow_by_host.get(host, []) if entry.get("profile") and "stragglers" in analysis else None
-        return _host_cases(host, entry, drift, slow)
+        return itertools.chain(_host_cases(host, entry, drift, slow), _workload_cases(host, workload_results.get(host, [])))
 
     totals = {key: 0 for key in ("tests",) + _COUNTED}
     for host in report["hosts"]:

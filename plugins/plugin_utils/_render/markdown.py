@@ -143,6 +143,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
             for h, g, c, m, v, med, ch in stragglers))
     else:
         yield "No stragglers.\n\n"
+    yield from _workloads(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -188,3 +189,28 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
             yield from _table(["host", "batch", "per GPU"], (
                 [md(host), str(entry["batch_size"]), md(" ".join(str(g["batch_size"]) for g in entry["gpus"]))]
                 for host, entry in sorted(plan["hosts"].items())))
+
+
+def _workloads(report: Mapping[str, Any]) -> Iterator[str]:
+    """Per workload, a table per class and metric, then its failures (none of it without workload runs)."""
+    section = views.workloads(report)
+    if not section:
+        return
+    counts = section["counts"]
+    yield "## Workloads\n\n%s\n\n" % md("%s on %s: %s." % (
+        plural(len(section["workloads"]), "workload"), plural(len(section["hosts"]), "host"),
+        ", ".join("%d %s" % (n, status) for status, n in counts.items() if n) or "nothing ran"), cell=False, line_start=True)
+    failures = views.workload_failure_rows(report)
+    for key in section["workloads"]:
+        yield "### %s\n\n" % md(key, cell=False, line_start=True)
+        table = [r for r in views.workload_rows(report) if r[0] == key]
+        if table:
+            yield from _table(["class", "metric", "hosts", "median", "min", "max", "stragglers"], (
+                [md(c), md(m), str(n), md(views.number(med)), md(views.number(lo)), md(views.number(hi)), md(slow) or "-"]
+                for _key, c, m, n, med, lo, hi, slow, _any in table))
+        else:
+            yield "No host measured it.\n\n"
+        mine = [r for r in failures if r[0] == key]
+        if mine:
+            yield from _table(["host", "class", "status", "reason", "last log line"], (
+                [md(h), md(c), md(st), md(reason), md(line) or "-"] for _key, h, c, st, reason, line in mine))

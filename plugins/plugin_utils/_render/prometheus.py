@@ -132,6 +132,11 @@ def _stragglers(analysis: Mapping[str, Any]) -> Iterator[Sample]:
                    ("metric", finding["metric"])], finding["ratio"] if finding["ratio"] is not None else 0.0
 
 
+def _run(labels: list[tuple[str, object]], result: Mapping[str, Any]) -> Labels:
+    """A workload's second run on the same host is its own series: label run="2"."""
+    return labels + [("run", result["run"])] if result["run"] > 1 else labels
+
+
 def render(report: Mapping[str, Any]) -> Iterator[str]:
     """The textfile in pieces."""
     analysis = views.analysis(report)
@@ -156,6 +161,18 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
          (([("host", h), ("class", c), ("field", f), ("value", v), ("expected", r)], 1) for h, c, f, v, r, _basis, _gpus
           in views.drift_rows(report))),
     ]
+    results = views.workloads(report).get("results") or []
+    if results:
+        families.append(("workload_performance", "Workload performance as the model printed it (unit in the metric label).",
+                         ((_run([("host", r["host"]), ("workload", r["workload"]), ("metric", r["metric"])], r), r["value"])
+                          for r in results if r["value"] is not None)))
+        families.append(("workload_status", "1 for each workload row of the host, labelled with its status (SUCCESS, FAILURE, "
+                         "SKIPPED, TIMEOUT) and failure (true also for a SUCCESS whose performance is unreadable).",
+                         ((_run([("host", r["host"]), ("workload", r["workload"]), ("status", r["status"] or ""),
+                                 ("failure", "true" if r["failure"] else "false")], r), 1) for r in results)))
+        families.append(("workload_straggler", "1 when the host's workload performance is a straggler of its class.",
+                         ((_run([("host", r["host"]), ("workload", r["workload"]), ("class", r["class"])], r), int(r["straggler"]))
+                          for r in results if r["value"] is not None)))
     history = analysis.get("history") or {}
     if history:
         families.append(("repeat_offender_runs", "Runs of the retained history in which this GPU or host failed.",

@@ -90,6 +90,7 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
         if len(findings) > MAX_ACTIONS_SHOWN:
             lines.append(("  ... and %d more" % (len(findings) - MAX_ACTIONS_SHOWN), None))
     lines.extend(_analysis_lines(report))
+    lines.extend(_workload_lines(report))
     for path in paths:
         lines.append(("Report: %s" % path, None))
     evidence = report.get("evidence") or []
@@ -164,4 +165,26 @@ def _analysis_lines(report: Mapping[str, Any]) -> list[Line]:
             lines.append(("Batch plan: %d samples over %d GPUs by %s, step time %s vs uniform batches" % (
                 plan["global_batch_size"], plan["gpus_planned"], plan["metric"],
                 views.percent_change(1.0 - plan["expected_step_time_gain"])), None))
+    return lines
+
+
+def _workload_lines(report: Mapping[str, Any]) -> list[Line]:
+    """A count line, one line per workload x class x metric, then the stragglers and the failures."""
+    section = views.workloads(report)
+    if not section:
+        return []
+    counts = ", ".join("%d %s" % (n, status) for status, n in section["counts"].items() if n) or "nothing ran"
+    hosts = len(section["hosts"])
+    headline = "Workloads: %d on %d host%s: %s" % (len(section["workloads"]), hosts, "" if hosts == 1 else "s", counts)
+    lines: list[Line] = [(headline, None)]
+    for key, klass, metric, n, med, low, high, slow, any_slow in views.workload_rows(report):
+        lines.append(("  %-20s %s: median %s %s (min %s, max %s, %d host%s)" % (
+            key, klass, views.number(med), metric, views.number(low), views.number(high), n, "" if n == 1 else "s"), None))
+        if any_slow:
+            lines.append(("  SLOW  %-20s %s" % (key, slow), _COLOURS["SLOW"]))
+    failures = views.workload_failure_rows(report)
+    for key, host, _klass, status, reason, _line in failures[:MAX_HOSTS_SHOWN]:
+        lines.append(("  %-5s %-20s %s: %s" % (FAIL, key, host, "%s, %s" % (status, reason) if reason else status), _COLOURS[FAIL]))
+    if len(failures) > MAX_HOSTS_SHOWN:
+        lines.append(("  %-5s ... and %d more" % (FAIL, len(failures) - MAX_HOSTS_SHOWN), _COLOURS[FAIL]))
     return lines

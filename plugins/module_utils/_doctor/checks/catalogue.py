@@ -10,10 +10,23 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import gpu, registry, stack, system
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import (
+    active,
+    amd,
+    dcgm,
+    gpu,
+    healthcheck,
+    registry,
+    rvs,
+    stack,
+    system,
+    tenant,
+    topology,
+)
 
 # The published order of the catalogue (docs/checks.md, results): the software stack, then GPUs, then the system.
-CATALOGUE = [chk for module in (stack, gpu, system) for chk in registry.registered() if chk.func.__module__ == module.__name__]
+CATALOGUE = [chk for module in (stack, gpu, amd, topology, dcgm, rvs, active, system, healthcheck, tenant)
+             for chk in registry.registered() if chk.func.__module__ == module.__name__]
 
 # Root causes: probe name -> the check that exists to report that probe's failure (its root check). When the probe
 # fails, that check is the one ERROR with the reason; the other checks that require the probe are SKIP with
@@ -23,6 +36,7 @@ PROBE_ROOTS = {
     "nvidia_smi": "driver.nvidia_smi",  # nvidia-smi fails or hangs: the 20-odd GPU checks that need its data wait on it
     "torch": "pytorch.installed",  # the torch interpreter hangs or crashes: every check of the torch build waits on it
     "nvml": "gpu.nvml_available",  # NVML cannot be loaded: gpu.nvml_devices waits on it
+    "amd_smi": "driver.amd_smi",  # amd-smi (or rocm-smi) fails or hangs: the AMD GPU checks wait on it
 }
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional, Union
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import amd as amd_checks
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import xid_table
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import OUT_OF_RANGE, is_lost
@@ -59,10 +60,42 @@ RESET_OR_DRAIN = "Drain the node, reset the GPU (`nvidia-smi -r -i <index>` with
 # ---------------------------------------------------------------- helpers
 
 
+# The vendor GPU probes: the checks both vendors share (uses=GPU_PROBES) judge the records of each one with data.
+GPU_PROBES = ("nvidia_smi", "amd_smi")
+
+
 def _gpus(probes: Probes) -> list[dict[str, Any]]:
-    """The GPU records, each number beyond range (non-finite, or past 2**64) replaced by None and named in
-    ``unreadable`` as "value out of range", so that no check compares or formats it."""
-    return [_in_range(gpu) for gpu in probes["nvidia_smi"]["data"]["gpus"]]
+    """The GPU records of every vendor probe with data, each number beyond range (non-finite, or past 2**64)
+    replaced by None and named in ``unreadable`` as "value out of range", so that no check compares or formats it."""
+    return [_in_range(gpu) for name in GPU_PROBES if (probes.get(name) or {}).get("status") == READ_OK
+            for gpu in probes[name]["data"]["gpus"]]
+
+
+def _vendor_gate(probes: Probes) -> Optional[Finding]:
+    """The registry's gate for a check reading either vendor's GPUs: None (judge) when a vendor probe has data;
+    ERROR naming the failed probe when none has (the registry turns it into SKIP blocked by that probe's root
+    check); SKIP with nvidia-smi's reason when neither vendor is on the host. A vendor probe that failed beside
+    one with data is reported by its root check (driver.nvidia_smi, driver.amd_smi)."""
+    envelopes = [(name, probes[name]) for name in GPU_PROBES if name in probes]
+    if any(envelope["status"] == READ_OK for _name, envelope in envelopes):
+        return None
+    for name, envelope in envelopes:
+        if envelope["status"] == READ_FAILED:
+            return finding(ERROR, "probe %s failed: %s" % (name, envelope["reason"]))
+    return finding(SKIP, envelopes[0][1]["reason"])
+
+
+def _vendor(probes: Probes) -> dict[str, Any]:
+    """One envelope over the vendor probes (gpu.model, driver.version): NVIDIA's unless only AMD has data; an OK
+    pair is merged (the GPUs of both, NVIDIA's driver fields)."""
+    smi, amd = probes["nvidia_smi"], probes.get("amd_smi") or {"status": READ_ABSENT}
+    if smi["status"] == READ_ABSENT and amd["status"] != READ_ABSENT:
+        return dict(amd, tool="amd-smi")
+    if amd["status"] != READ_OK or smi["status"] == READ_FAILED:
+        return smi
+    if smi["status"] != READ_OK:
+        return dict(amd, tool="amd-smi")
+    return dict(smi, data=dict(smi["data"], gpus=smi["data"]["gpus"] + amd["data"]["gpus"]))
 
 
 _RANGE = float(2 ** 64)
@@ -351,7 +384,7 @@ def nvidia_smi_works(probes: Probes, expect: Expect) -> Finding:
     return finding(SKIP, "no NVIDIA GPU on the PCI bus and %s" % smi["reason"])
 
 
-@check("driver.version", "Driver version", requires=("nvidia_smi",))
+@check("driver.version", "Driver version", uses=GPU_PROBES)
 def driver_version(probes: Probes, expect: Expect) -> Finding:
     """Reads the driver version nvidia-smi reports, against `driver_min` / `driver_max`.
 
@@ -359,13 +392,28 @@ def driver_version(probes: Probes, expect: Expect) -> Finding:
     PASS inside it, or informational when no range is expected; ERROR when an expected bound is
     not a dotted version.
 
+    AMD GPUs: the ROCm amdgpu (DKMS) version, own numbering such as 6.10.5; with the
+    distribution's in-box driver there is none: SKIP, WARN when a range is expected.
+
     Remediation: install a driver within the range (or fix the range in hydra_expect).
     """
-    version = probes["nvidia_smi"]["data"]["driver_version"]
+    gate = _vendor_gate(probes)
+    if gate:
+        return gate
+    smi = _vendor(probes)
+    version = smi["data"]["driver_version"]
     bounds, bad = _version_bounds(expect, DRIVER_MIN, DRIVER_MAX)
     if bad:
         return bad
     parsed = _version(version)
+    if parsed is None and smi["data"].get("vendor") == "amd":
+        inbox = smi["data"].get("driver_kind") == "in-box"
+        return finding(WARN if bounds else SKIP, "%s reports no amdgpu driver version%s" % (
+            smi["data"]["source"], ": the distribution's in-box driver (kernel %s)" % smi["data"].get("kernel_release")
+            if inbox else " (%r)" % version),
+            {"driver_kind": smi["data"].get("driver_kind"), "kernel_release": smi["data"].get("kernel_release")},
+            remediation="Install the ROCm amdgpu-dkms driver to get a versioned driver, or drop driver_min/driver_max "
+                        "for this group." if bounds else None)
     if parsed is None:
         status = WARN if bounds else SKIP
         return finding(status, "nvidia-smi reports no usable driver version (%r)" % version,
@@ -382,7 +430,7 @@ def driver_version(probes: Probes, expect: Expect) -> Finding:
     return finding(PASS, "driver %s%s" % (version, where), details)
 
 
-@check("driver.kernel_module", "Kernel module matches the driver", requires=("kernel_module",), uses=("nvidia_smi",))
+@check("driver.kernel_module", "Kernel module matches the driver", uses=("kernel_module", "nvidia_smi", "amd_smi"))
 def kernel_module(probes: Probes, expect: Expect) -> Finding:
     """Reads the loaded nvidia kernel module's version (/proc/driver/nvidia/version) and nvidia-smi's driver version.
 
@@ -390,9 +438,21 @@ def kernel_module(probes: Probes, expect: Expect) -> Finding:
     was upgraded without a reboot); PASS when equal; SKIP when the module is not loaded or
     nvidia-smi is absent; ERROR when nvidia-smi failed for another reason.
 
+    AMD GPUs: PASS when amdgpu is loaded (DKMS version or in-box), FAIL when the loaded
+    module's version differs from the one the tool reports or AMD GPUs sit on the bus without it.
+
     Remediation: reboot the node (or unload and reload the nvidia modules) so the kernel module
     matches the installed user-space driver.
     """
+    if probes["kernel_module"]["status"] == READ_ABSENT and probes["nvidia_smi"]["status"] == READ_ABSENT \
+            and probes["amd_smi"]["status"] == READ_OK:
+        return amd_checks.kernel_module(probes)
+    if probes["kernel_module"]["status"] != READ_OK:
+        # What the registry's gate said when kernel_module was required: ERROR when it failed, SKIP when absent.
+        envelope = probes["kernel_module"]
+        failed = envelope["status"] == READ_FAILED
+        return finding(ERROR if failed else SKIP, "probe kernel_module failed: %s" % envelope["reason"] if failed
+                       else envelope["reason"])
     module = probes["kernel_module"]["data"]
     smi = probes["nvidia_smi"]
     remedy = ("Reboot the node, or stop every GPU process and reload the module (`rmmod nvidia_uvm nvidia_drm "
@@ -521,7 +581,7 @@ def gpu_passthrough(probes: Probes, expect: Expect) -> Finding:
         len(on_bus) - len(to_vms), " (%s)" % "; ".join(notes) if notes else ""), details)
 
 
-@check("gpu.count", "GPU count", uses=("nvidia_smi", "nvidia_pci", "host"))
+@check("gpu.count", "GPU count", uses=("nvidia_smi", "nvidia_pci", "host", "amd_smi"))
 def gpu_count(probes: Probes, expect: Expect) -> Finding:
     """Reads the GPUs nvidia-smi lists, against `gpu_count`, and the NVIDIA GPUs on the PCI bus.
 
@@ -532,11 +592,18 @@ def gpu_count(probes: Probes, expect: Expect) -> Finding:
     (informational); ERROR when nvidia-smi failed; SKIP with neither nvidia-smi nor an
     expectation.
 
+    AMD GPUs (no NVIDIA driver): the GPUs amd-smi (else rocm-smi, else sysfs) lists, counted
+    physically (a partitioned MI300X lists one logical device per partition), against `gpu_count`;
+    FAIL for an AMD GPU on the PCI bus (class 0x03xx or 0x12xx) the tool does not list; WARN when
+    the KFD topology has fewer GPU nodes than listed GPUs (ROCm cannot use them all).
+
     Remediation: find the missing GPU in the kernel log (XID 79, init failures) and reseat or
     replace it; fix hydra_expect.gpu_count when the group's expectation is wrong.
     """
     want = _expect.get(expect, GPU_COUNT)
     smi, pci = probes["nvidia_smi"], probes["nvidia_pci"]
+    if smi["status"] == READ_ABSENT and probes["amd_smi"]["status"] != READ_ABSENT:
+        return amd_checks.count(probes, want)
     if smi["status"] == READ_FAILED:
         return finding(ERROR, "cannot count GPUs: nvidia-smi failed: %s" % smi["reason"], remediation="See driver.nvidia_smi.")
     if smi["status"] == READ_ABSENT:
@@ -571,7 +638,7 @@ def gpu_count(probes: Probes, expect: Expect) -> Finding:
     return finding(PASS, "%d GPUs, as expected" % len(gpus), details)
 
 
-@check("gpu.model", "GPU model", uses=("nvidia_smi",))
+@check("gpu.model", "GPU model", uses=GPU_PROBES)
 def gpu_model(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's product name, against `gpu_model` (a case-insensitive substring such as "A100-SXM4-80GB").
 
@@ -579,13 +646,15 @@ def gpu_model(probes: Probes, expect: Expect) -> Finding:
     nvidia-smi is absent; PASS (informational: the models present) without an expectation; ERROR
     when nvidia-smi failed.
 
+    AMD GPUs: their market or product name ("AMD Instinct MI210").
+
     Remediation: move the host to the inventory group matching its GPUs, or fix hydra_expect.gpu_model.
     """
     want = _expect.get(expect, GPU_MODEL)
-    smi = probes["nvidia_smi"]
+    smi = _vendor(probes)
     if smi["status"] == READ_FAILED:
-        return finding(ERROR, "cannot read GPU models: nvidia-smi failed: %s" % smi["reason"],
-                       remediation="See driver.nvidia_smi.")
+        return finding(ERROR, "cannot read GPU models: %s failed: %s" % (smi.get("tool", "nvidia-smi"), smi["reason"]),
+                       remediation="See driver.%s." % smi.get("tool", "nvidia-smi").replace("-", "_"))
     if smi["status"] == READ_ABSENT:
         if want is None:
             return finding(SKIP, smi["reason"])
@@ -729,7 +798,7 @@ def mig_mode(probes: Probes, expect: Expect) -> Finding:
 # ---------------------------------------------------------------- health
 
 
-@check("gpu.ecc_errors", "ECC errors", requires=("nvidia_smi",))
+@check("gpu.ecc_errors", "ECC errors", uses=GPU_PROBES)
 def ecc_errors(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's volatile (since driver load) and aggregate (lifetime) ECC counters, DRAM and SRAM.
 
@@ -744,10 +813,17 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
     reset; a GPU with nothing readable is not judged, and SKIP says "nothing readable" when no
     GPU is.
 
+    AMD GPUs: the RAS counts since driver load (amd-smi metric ecc and ecc_blocks, sysfs
+    ras/*_err_count), judged only where ECC is enabled on some block; an uncorrectable or deferred
+    (poison) count is a FAIL. rocm-smi reports no counts: not judged.
+
     Remediation: drain the node, reset the GPU and re-check; replace the GPU when uncorrectable
     errors recur. A lifetime count alone: check gpu.row_remap, then clear the counters with
     `nvidia-smi -p 1` once the event is understood.
     """
+    gate = _vendor_gate(probes)
+    if gate:
+        return gate
     threshold = _expect.get(expect, ECC_CORRECTABLE_WARN)
     results = []
     counts: list[dict[str, Any]] = []
@@ -785,6 +861,9 @@ def _uncorrectable(counts: Mapping[str, Any], scope: str) -> dict[str, int]:
                         for kind in ("DRAM", "SRAM") if counts["%s_uncorrectable" % kind.lower()])
     if not found and counts["uncorrectable"]:
         found["%s total" % scope] = counts["uncorrectable"]
+    if counts.get("deferred"):
+        # AMD: uncorrectable data marked poisoned, its consumption deferred (memory poison).
+        found["%s deferred" % scope] = counts["deferred"]
     return found
 
 
@@ -792,7 +871,7 @@ def _counts(found: Mapping[str, int]) -> str:
     return ", ".join("%s %d" % (k, v) for k, v in found.items())
 
 
-@check("gpu.row_remap", "Row remapping / page retirement", requires=("nvidia_smi",))
+@check("gpu.row_remap", "Row remapping / page retirement", uses=GPU_PROBES)
 def row_remap(probes: Probes, expect: Expect) -> Finding:
     """Reads row remapping (Ampere and newer) or retired pages (older GPUs) of each GPU.
 
@@ -808,15 +887,28 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
     requires a reset; a GPU with nothing readable is not judged, and SKIP says "nothing
     readable" when no GPU is.
 
+    AMD GPUs: the bad-page table (sysfs ras/gpu_vram_bad_pages): FAIL on an unreservable
+    page or retired pages at the board's bad_page_threshold, WARN on pending pages or retired pages
+    at 80 % of the threshold.
+
     Remediation: reset the GPU to apply pending remaps/retirements; replace a GPU with a remap
     failure or too many retired pages.
     """
+    gate = _vendor_gate(probes)
+    if gate:
+        return gate
     unc_warn, dbe_fail = _expect.get(expect, ROW_REMAP_UNC_WARN), _expect.get(expect, RETIRED_DBE_FAIL)
     results = []
     counts: list[dict[str, Any]] = []
     gpus = _gpus(probes)
     for gpu in gpus:
         remap, retired = gpu["remapped_rows"], gpu["retired_pages"]
+        if gpu.get("vendor") == "amd":
+            _counted(counts, gpu, (gpu["bad_pages"] or {}).get("retired"))
+            judged = amd_checks.bad_pages(gpu)
+            if judged is not None:
+                results.append(judged)
+            continue
         if remap is not None and all(remap[key] is None for key in ("correctable", "uncorrectable", "pending", "failure")) \
                 and all(value is None for value in remap["histogram"].values()):
             remap = None  # the structure is there but nothing in it is readable
@@ -1080,7 +1172,7 @@ def xid_errors(probes: Probes, expect: Expect) -> Finding:
     return finding(status, "%s%s (%s)" % (message, more, window), details, remediation=remediation)
 
 
-@check("gpu.pcie_link", "PCIe link width and generation", requires=("nvidia_smi",))
+@check("gpu.pcie_link", "PCIe link width and generation", uses=GPU_PROBES)
 def pcie_link(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's current and maximum PCIe link width and generation, and its utilization.
 
@@ -1094,9 +1186,15 @@ def pcie_link(probes: Probes, expect: Expect) -> Finding:
     with a reset/reboot remediation when they say the GPU is lost or requires a reset; a GPU
     with nothing readable is not judged, and SKIP says "nothing readable" when no GPU is.
 
+    AMD GPUs: amd-smi metric pcie width/speed (or rocm-smi's pcie clock level, or sysfs) against
+    static bus maxima, judged the same way.
+
     Remediation: reseat the GPU or riser and check the slot; set hydra_expect.pcie_width when the
     slot is narrower by design.
     """
+    gate = _vendor_gate(probes)
+    if gate:
+        return gate
     want_width, want_gen = _expect.get(expect, PCIE_WIDTH), _expect.get(expect, PCIE_GEN)
     results = []
     gpus = _gpus(probes)
@@ -1131,7 +1229,7 @@ def pcie_link(probes: Probes, expect: Expect) -> Finding:
                     skip_message="no GPU reports its PCIe link")
 
 
-@check("gpu.pcie_replay", "PCIe replays", requires=("nvidia_smi",))
+@check("gpu.pcie_replay", "PCIe replays", uses=GPU_PROBES)
 def pcie_replay(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's PCIe replay counter and replay rollover counter (since driver load).
 
@@ -1142,8 +1240,14 @@ def pcie_replay(probes: Probes, expect: Expect) -> Finding:
     with a reset/reboot remediation when they say the GPU is lost or requires a reset; a GPU
     with nothing readable is not judged, and SKIP says "nothing readable" when no GPU is.
 
+    AMD GPUs: judged by growth, not by the count since driver load (healthy idle MI250 dies
+    show thousands): WARN when sysfs pcie_replay_count grew while doctor read the GPU.
+
     Remediation: reseat the GPU, riser or retimer cable; compare with the other GPUs of the host.
     """
+    gate = _vendor_gate(probes)
+    if gate:
+        return gate
     threshold = _expect.get(expect, PCIE_REPLAY_WARN)
     results = []
     counts: list[dict[str, Any]] = []
@@ -1151,6 +1255,10 @@ def pcie_replay(probes: Probes, expect: Expect) -> Finding:
     for gpu in gpus:
         replays, rollovers = gpu["pcie"]["replay_counter"], gpu["pcie"]["replay_rollover_counter"]
         if replays is None:
+            continue
+        if gpu.get("vendor") == "amd":
+            _counted(counts, gpu, replays)
+            results.append(amd_checks.replay_growth(gpu))
             continue
         detail = _detail(gpu, replays=replays, rollovers=rollovers)
         _counted(counts, gpu, replays)
@@ -1220,7 +1328,7 @@ def _headroom(temp: Mapping[str, Any], limit_c: Optional[float], tlimit_threshol
     return None
 
 
-@check("gpu.temperature", "GPU temperature", requires=("nvidia_smi",))
+@check("gpu.temperature", "GPU temperature", uses=GPU_PROBES)
 def temperature(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's temperature against its own slowdown and maximum operating thresholds (or T.Limit margins).
 
@@ -1234,9 +1342,15 @@ def temperature(probes: Probes, expect: Expect) -> Finding:
     says "nothing readable" when no GPU is. GPUs of a vGPU guest (virtualization mode VGPU) are
     SKIP: their values are placeholders (0 C, 0 MHz).
 
+    AMD GPUs: the hotspot (junction) sensor where reported, else the edge, against the
+    device's own slowdown and shutdown limits for that sensor; memory against its slowdown limit.
+
     Remediation: check fans, airflow, blanking panels and inlet temperature; move load off the GPU
     until it cools.
     """
+    gate = _vendor_gate(probes)
+    if gate:
+        return gate
     warn_at = _expect.get(expect, TEMPERATURE_WARN)
     results = []
     gpus = _gpus(probes)
@@ -1269,7 +1383,7 @@ def temperature(probes: Probes, expect: Expect) -> Finding:
                     skip_message="no GPU reports a temperature")
 
 
-@check("gpu.power", "Power limit", requires=("nvidia_smi",))
+@check("gpu.power", "Power limit", uses=GPU_PROBES)
 def power(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's power draw, enforced power limit and default power limit.
 
@@ -1283,9 +1397,15 @@ def power(probes: Probes, expect: Expect) -> Finding:
     of a vGPU guest (virtualization mode VGPU) are SKIP: their values are placeholders (0 C, 0
     MHz).
 
+    AMD GPUs: socket power against the power cap (a cap below the default read from
+    sysfs power1_cap_default is a WARN).
+
     Remediation: restore the default with `nvidia-smi -pl <default watts> -i <index>` unless the
     cap is intended.
     """
+    gate = _vendor_gate(probes)
+    if gate:
+        return gate
     results = []
     gpus = _gpus(probes)
     for gpu in gpus:
@@ -1307,7 +1427,7 @@ def power(probes: Probes, expect: Expect) -> Finding:
                     skip_message="no GPU reports a power limit")
 
 
-@check("gpu.clocks", "Clocks", requires=("nvidia_smi",))
+@check("gpu.clocks", "Clocks", uses=GPU_PROBES)
 def clocks(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's SM clock against its maximum, and its application clocks against their defaults.
 
@@ -1322,9 +1442,14 @@ def clocks(probes: Probes, expect: Expect) -> Finding:
     readable" when no GPU is. GPUs of a vGPU guest (virtualization mode VGPU) are SKIP: their
     values are placeholders (0 C, 0 MHz).
 
+    AMD GPUs: the gfx clock against its maximum (amd-smi, rocm-smi's valid sclk range).
+
     Remediation: reset application clocks with `nvidia-smi -rac`; for a slow busy GPU read
     gpu.clock_throttle_reasons and gpu.temperature.
     """
+    gate = _vendor_gate(probes)
+    if gate:
+        return gate
     results = []
     gpus = _gpus(probes)
     for gpu in gpus:

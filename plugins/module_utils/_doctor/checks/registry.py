@@ -14,6 +14,10 @@ check ERROR with the probe's reason, an absent one makes it SKIP. Probes in
 ``uses`` are handed over as envelopes whatever their status, for checks that
 judge absence themselves (an expected GPU that nvidia-smi cannot see is a FAIL).
 
+Levels (_doctor/levels.py): a check's level is the highest level of the probes it reads
+(probes/catalogue.PROBE_LEVELS), or the higher one it declares with ``@check(..., level=DEEP)`` (an active check
+whose probe is cheap to call but loads the GPU). ``select(..., level=...)`` leaves out the checks above a run's level.
+
 Root causes: a probe may have a root check (catalogue.PROBE_ROOTS), the one check
 that exists to report that probe's failure (``driver.nvidia_smi`` for
 ``nvidia_smi``). When such a probe errored and its root check runs in the same
@@ -32,6 +36,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Callable, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.catalogue import probe_level
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, READ_ABSENT, READ_FAILED, SKIP, STATUSES, severity
 
 Envelope = dict[str, Any]  # a probe's envelope: status (READ_OK / READ_ABSENT / READ_FAILED), data, reason, duration_ms
@@ -44,7 +50,8 @@ _REGISTRY: list["Check"] = []
 
 
 class Check:
-    def __init__(self, check_id: str, title: str, func: CheckFunc, requires: Iterable[str], uses: Iterable[str]) -> None:
+    def __init__(self, check_id: str, title: str, func: CheckFunc, requires: Iterable[str], uses: Iterable[str],
+                 level: Optional[str] = None) -> None:
         self.id = check_id
         self.title = title
         self.category = check_id.split(".", 1)[0]
@@ -52,21 +59,32 @@ class Check:
         self.requires = tuple(requires)
         self.uses = tuple(uses)
         self.rule = inspect.cleandoc(func.__doc__ or "")
+        self.declared_level = level
 
     @property
     def probes(self) -> tuple[str, ...]:
         return self.requires + tuple(p for p in self.uses if p not in self.requires)
 
+    @property
+    def level(self) -> str:
+        """The lowest doctor level that runs this check: its probes' highest level, or the higher one declared."""
+        return levels.highest([self.declared_level] + [probe_level(name) for name in self.probes])
+
     def describe(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "category": self.category, "reads": list(self.probes), "rule": self.rule}
+        return {"id": self.id, "title": self.title, "category": self.category, "level": self.level, "reads": list(self.probes),
+                "rule": self.rule}
 
 
-def check(check_id: str, title: str, requires: Iterable[str] = (), uses: Iterable[str] = ()) -> Callable[[CheckFunc], CheckFunc]:
-    """Register a check function under a stable dotted id."""
+def check(check_id: str, title: str, requires: Iterable[str] = (), uses: Iterable[str] = (),
+          level: Optional[str] = None) -> Callable[[CheckFunc], CheckFunc]:
+    """Register a check function under a stable dotted id; ``level`` raises it above its probes' level (levels.py)."""
+    if level is not None and not levels.is_level(level):
+        raise ValueError("check %s: level %r is not one of %s" % (check_id, level, ", ".join(levels.LEVELS)))
+
     def register(func: CheckFunc) -> CheckFunc:
         if any(c.id == check_id for c in _REGISTRY):
             raise ValueError("duplicate check id %s" % check_id)
-        _REGISTRY.append(Check(check_id, title, func, requires, uses))
+        _REGISTRY.append(Check(check_id, title, func, requires, uses, level))
         return func
     return register
 
@@ -123,7 +141,7 @@ def _blocked_error(chk: Check, probes: Mapping[str, Envelope], roots: Mapping[st
         return record
     for name in chk.probes:
         root = roots.get(name)
-        if probes[name]["status"] == READ_FAILED and root is not None and root != chk.id:
+        if probes.get(name, {}).get("status") == READ_FAILED and root is not None and root != chk.id:
             return dict(record, status=SKIP, message=_blocked_prefix(root) + str(record.get("message")),
                         blocked_by=root)
     return record
@@ -170,12 +188,26 @@ def blocked(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def select(checks: Sequence[Check], only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None) -> list[Check]:
-    """Checks whose id equals or starts with (at a dot) one of ``only``, minus ``exclude``."""
-    def matches(check_id: str, patterns: Sequence[str]) -> bool:
-        return any(check_id == p or check_id.startswith(p.rstrip(".") + ".") for p in patterns)
-    chosen = [c for c in checks if not only or matches(c.id, only)]
-    return [c for c in chosen if not exclude or not matches(c.id, exclude)]
+def select(checks: Sequence[Check], only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None,
+           level: Optional[str] = None) -> list[Check]:
+    """Checks whose id equals or starts with (at a dot) one of ``only``, minus ``exclude``, at or below ``level``."""
+    chosen = [c for c in checks if not only or _matches(c.id, only)]
+    chosen = [c for c in chosen if not exclude or not _matches(c.id, exclude)]
+    return [c for c in chosen if level is None or levels.within(c.level, level)]
+
+
+def _matches(check_id: str, patterns: Sequence[str]) -> bool:
+    return any(check_id == p or check_id.startswith(p.rstrip(".") + ".") for p in patterns)
+
+
+def above_level(checks: Sequence[Check], patterns: Optional[Sequence[str]], level: str) -> list[tuple[str, str]]:
+    """Patterns that select checks, all of them above ``level``: [(pattern, the lowest level that runs them)]."""
+    out = []
+    for pattern in patterns or ():
+        matched = select(checks, only=[pattern])
+        if matched and not select(matched, level=level):
+            out.append((pattern, min((c.level for c in matched), key=levels.rank)))
+    return out
 
 
 def unknown_patterns(checks: Sequence[Check], patterns: Optional[Sequence[str]]) -> list[str]:

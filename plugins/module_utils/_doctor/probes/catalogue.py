@@ -23,10 +23,18 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Callable, NamedTuple, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import active as active_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import amd as amd_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import dcgm as dcgm_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import gpu as gpu_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import healthcheck as healthcheck_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import rvs as rvs_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import stack as stack_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system as system_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import tenant as tenant_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import topology as topology_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import CallTimedOut, ProbeAbsent, ProbeError, call_with_timeout
 from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_ABSENT, READ_FAILED, READ_OK
 
@@ -39,6 +47,8 @@ PROBES: dict[str, Callable[..., Any]] = {
     "kernel_log": gpu_probes.probe_kernel_log,
     "nvlink": gpu_probes.probe_nvlink,
     "fabric_manager": gpu_probes.probe_fabric_manager,
+    "amd_smi": amd_probes.probe_amd_smi,
+    "amdgpu_log": amd_probes.probe_amdgpu_log,
     "torch": stack_probes.probe_torch,
     "nvcc": stack_probes.probe_nvcc,
     "dev_shm": system_probes.probe_dev_shm,
@@ -48,7 +58,50 @@ PROBES: dict[str, Callable[..., Any]] = {
     "disk_space": system_probes.probe_disk_space,
     "time_sync": system_probes.probe_time_sync,
     "infiniband": system_probes.probe_infiniband,
+    "dcgm_diag": dcgm_probes.probe_dcgm_diag,
+    "rvs": rvs_probes.probe_rvs,
+    "topology": topology_probes.probe_topology,
+    "gpu_active": active_probes.probe_gpu_active,
+    "memory_active": active_probes.probe_memory_active,
+    "healthcheck_last": healthcheck_probes.probe_healthcheck_last,
+    "tenants": tenant_probes.probe_tenants,
 }
+
+# The lowest doctor level (_doctor/levels.py) that may run each probe, from what it costs the host. quick: the one
+# nvidia-smi -q -x call and /proc, /sys and statvfs reads; standard: other subprocesses (journalctl, torch, nvcc,
+# systemctl, timedatectl), NVML sessions, a second nvidia-smi call; deep: loads the GPUs for minutes. A probe not
+# listed is standard. A check's level is the highest level of the probes it reads (checks/registry.py).
+PROBE_LEVELS = {
+    "host": levels.QUICK,
+    "nvidia_smi": levels.QUICK,
+    "amd_smi": levels.QUICK,
+    "nvidia_pci": levels.QUICK,
+    "kernel_module": levels.QUICK,
+    "dev_shm": levels.QUICK,
+    "cgroups": levels.QUICK,
+    "edac": levels.QUICK,
+    "numa": levels.QUICK,
+    "disk_space": levels.QUICK,
+    "infiniband": levels.QUICK,
+    "healthcheck_last": levels.QUICK,
+    "nvml": levels.STANDARD,
+    "kernel_log": levels.STANDARD,
+    "amdgpu_log": levels.STANDARD,
+    "nvlink": levels.STANDARD,
+    "fabric_manager": levels.STANDARD,
+    "torch": levels.STANDARD,
+    "nvcc": levels.STANDARD,
+    "time_sync": levels.STANDARD,
+    "dcgm_diag": levels.DEEP,
+    "rvs": levels.DEEP,
+    "gpu_active": levels.DEEP,
+    "memory_active": levels.DEEP,
+}
+
+
+def probe_level(name: str) -> str:
+    """The lowest level that may run probe ``name`` (PROBE_LEVELS; standard for a probe not listed)."""
+    return PROBE_LEVELS.get(name, levels.STANDARD)
 
 
 # Seconds a probe may run past the run deadline before it is abandoned: its own commands are bounded by the

@@ -1,13 +1,19 @@
 """GPU readers, one per vendor tool, all returning the same GPU record shape.
 
 Readers: nvidia_smi.py (``nvidia-smi -q -x``; find_nvidia_smi() is the one meaning of ``nvidia_smi_path``: the
-path of the binary, None to look it up on PATH), nvml.py (an NVML session through pynvml). A second vendor's
-reader (amd-smi, rocm-smi, sysfs) returns the same shapes, with None wherever its tool has no such value.
+path of the binary, None to look it up on PATH), nvml.py (an NVML session through pynvml). AMD: amd_smi.py
+(``amd-smi list/static/metric --json``), rocm_smi.py (``rocm-smi --showallinfo --json``) and amd_sysfs.py
+(/sys/class/drm/card*/device, the amdgpu module, KFD topology, PCI) return the same shapes, with None wherever
+their tool has no such value (docs/amd.md).
 
 A GPU inventory (``nvidia_smi.read_gpus``)::
 
     {"driver_version": str|None, "cuda_version": str|None, "attached_gpus": int|None, "timestamp": str|None,
      "gpus": [GPU record, ...], "unreadable": {field: raw text}}
+
+An AMD inventory has {"vendor": "amd", "source": "amd-smi" | "rocm-smi" | "sysfs", "driver_version" (the DKMS
+amdgpu version, None for the in-box driver), "driver_kind" ("dkms" | "in-box"), "kernel_release", "gpus",
+"unreadable", "problems": [text]}; the doctor probe adds "pci_gpus", "kernel_module", "kfd".
 
 A GPU record (numbers carry no unit text). Every value is read by one reader (``nvidia_smi.read_value``) that
 tells three cases apart: a value; absent by design ("N/A", "Not Supported", "Not Available", deprecated): None;
@@ -15,6 +21,7 @@ unreadable (an NVML error string such as "Unknown Error", "GPU is lost", "[GPU r
 Permissions", "ERR!", "[Not Found]"; text where a number belongs; a number beyond 2**64, NaN or infinite): None as
 well, and listed in ``unreadable`` so that checks never mistake it for "nothing to read"::
 
+    vendor                str      "nvidia" or "amd"
     index                 int      order in the tool's listing (0-based)
     pci_bus_id            str      as the tool writes it; compare with _host.pci.pci_key()
     uuid, name, brand, architecture, serial, vbios_version, persistence_mode, performance_state: str|None
@@ -40,6 +47,18 @@ well, and listed in ``unreadable`` so that checks never mistake it for "nothing 
     recovery              {action: str|None   gpu_recovery_action (DTD v13, driver 570+): None, Reset, Reboot,
                                               Drain P2P, Drain and Reset
                            reset_required, drain_and_reset_recommended: bool|None}   gpu_reset_status (DTD v12)
+    AMD records only (None / empty where a tool does not say):
+    temperature           also sensor ("hotspot" | "edge": which one gpu_c is), edge_c, hotspot_c; slowdown_c and
+                          shutdown_c are that sensor's own limits, memory_max_c the VRAM slowdown limit
+    ecc.volatile          also deferred (poisoned data, consumption deferred): counts since driver load, filled
+                          only where ECC is enabled on some RAS block
+    ras_blocks            {BLOCK: {enabled, correctable, uncorrectable, deferred}}  (UMC, GFX, XGMI_WAFL, ...)
+    bad_pages             {retired, pending, unreservable, threshold: int|None}  (sysfs ras/gpu_vram_bad_pages,
+                          static ras.bad_page_threshold)
+    partition             {compute: SPX|DPX|QPX|CPX, memory: NPS1|NPS2|NPS4, id: int}  (MI300-class)
+    xgmi                  {error_count: int|None, error_status: str|None}
+    pcie.replay_growth    replays counted while the doctor probe read the GPU (sysfs, before and after the tools)
+    clock_event_reasons   {"throttled": bool} from throttle_status
     unreadable            {record field path: raw text}   each value that could not be read, e.g.
                           {"temperature.gpu_c": "Unknown Error", "pcie.replay_counter": "value out of range (9999...)"};
                           the field itself is None. Empty when everything read.
@@ -47,3 +66,7 @@ well, and listed in ``unreadable`` so that checks never mistake it for "nothing 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
+
+# An AMD GPU's compute partition mode -> the logical devices it shows per physical GPU (amd-smi, sysfs
+# current_compute_partition): readers count physical GPUs with it, the partition check validates expectations.
+PARTITION_DEVICES = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": 8}

@@ -267,6 +267,7 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
 def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
     pci = gpu.find("pci")
     record = {
+        "vendor": "nvidia",
         "index": index,
         "pci_bus_id": text_at(pci, "pci_bus_id") or gpu.get("id"),
         "uuid": value_at(gpu, "uuid"),

@@ -16,8 +16,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 import os
 from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker as _worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu_worker
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import worker as _worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, Progress, outcome, rounded
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",

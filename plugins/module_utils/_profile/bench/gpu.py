@@ -14,8 +14,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 import time
 from typing import Any, Callable, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import torch_worker
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import worker as _worker
+from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import torch_worker
+from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker as _worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import (
     FAILED,
     OK,

@@ -9,7 +9,9 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import Any, Callable, Optional
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker as _worker
 
 OK = "ok"
 FALLBACK = "fallback"  # measured, but with a lower-fidelity method (labelled in "method")
@@ -17,15 +19,12 @@ SKIPPED = "skipped"
 FAILED = "error"
 
 # A progress callback: progress(step, done, total[, unit]) (RunLog.progress_reporter makes one).
-Progress = Callable[..., None]
+Progress = _worker.Progress
 
-
-class BenchError(Exception):
-    """A benchmark could not measure: its outcome becomes status "error" with this message."""
-
-
-class BenchTimeout(BenchError):
-    """A benchmark ran past its timeout."""
+# A benchmark could not measure: its outcome becomes status "error" with this message. The worker runner
+# (_host.measure.worker) raises these very classes, so one except clause covers a benchmark and its worker.
+BenchError = _worker.WorkerError
+BenchTimeout = _worker.WorkerTimeout  # a benchmark (or its worker) ran past its timeout
 
 
 def outcome(status: str, message: Optional[str] = None, **figures: Any) -> dict[str, Any]:

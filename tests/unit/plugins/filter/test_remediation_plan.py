@@ -106,3 +106,26 @@ def test_bad_input_is_one_clear_line(doctor, mapping, message):
     with pytest.raises(AnsibleFilterError) as err:
         remediation_plan(doctor, mapping)
     assert str(err.value).startswith(message)
+
+
+def test_tenant_slo_violated_maps_to_tier1_cgroup_limits_and_tier2_mig():
+    tier1 = {"tier": 1, "why": "limit PID 4200 (dd) to 4800000 B/s read and write on 254:0", "mig_gpus": [],
+             "cgroup_limits": [{"name": "tenant-bully-4200", "pids": [4200],
+                                "io_max": [{"device": "254:0", "rbps": 4800000, "wbps": 4800000}]}]}
+    tier2 = {"tier": 2, "why": "tier 1 did not help", "mig_gpus": ["1"], "cgroup_limits": []}
+    plan = remediation_plan(result(check("tenant.slo", "FAIL", {"tenants": [
+        {"pid": 4100, "state": "VIOLATED", "mitigation": tier1}, {"pid": 4101, "state": "VIOLATED", "mitigation": tier2},
+        {"pid": 4102, "state": "NORMAL"}]})))
+    assert [(a["role"], a["fixer"], a["vars"]) for a in plan["actions"]] == [
+        ("cgroup_limits", "tenant_tiers", {"cgroup_limits_limits": tier1["cgroup_limits"]}),
+        ("mig", "tenant_tiers", {"mig_gpus": ["1"], "mig_mode": "enabled"})]
+    assert "tier 1 for tenant PID 4100: limit PID 4200 (dd)" in plan["lines"][0]
+
+
+def test_tenant_slo_degraded_or_without_a_bully_is_manual():
+    plan = remediation_plan(result(check("tenant.slo", "WARN", {"tenants": [{"pid": 4100, "state": "DEGRADED"}]})))
+    assert plan["actions"] == [] and plan["manual"][0]["why"] == "no VIOLATED tenant with a mitigation in the finding"
+    none = {"tier": None, "why": "no co-located process does storage I/O or holds GPU memory: nothing to limit",
+            "cgroup_limits": [], "mig_gpus": []}
+    plan = remediation_plan(result(check("tenant.slo", "FAIL", {"tenants": [{"pid": 4100, "mitigation": none}]})))
+    assert plan["manual"][0]["why"] == "tenant PID 4100: " + none["why"]

@@ -15,7 +15,7 @@ KEY_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def test_every_key_has_a_kind_a_default_of_that_kind_a_meaning_and_a_reader():
-    assert len(_expect.KEYS) == len(_expect.table()) == 38
+    assert len(_expect.KEYS) == len(_expect.table()) == len(set(entry.name for entry in _expect.KEYS))
     for entry in _expect.KEYS:
         assert KEY_NAME.match(entry.name), entry.name
         assert entry.kind in _expect.KINDS, entry
@@ -72,8 +72,9 @@ def test_a_valid_dict_has_no_problems():
 def test_an_unknown_key_gives_one_message_naming_it_and_the_accepted_keys():
     found = _expect.problems({"gpu_cuont": 8})
     assert len(found) == 1
-    assert found[0].startswith("expect: unknown key 'gpu_cuont'; accepted: cgroup_limit_warn_fraction, cpu_gflops_min, ")
-    assert "gpu_count" in found[0]
+    head, accepted = found[0].split("; accepted: ")
+    assert head == "expect: unknown key 'gpu_cuont'"
+    assert accepted.split(", ") == sorted(_expect.table())
 
 
 @pytest.mark.parametrize("key, value, message", [

@@ -72,7 +72,9 @@ def test_a_tiny_total_deadline_still_returns_the_whole_result(capsys, monkeypatc
     monkeypatch.setitem(catalogue.PROBES, "host", slow_host)
     code, out = _main(capsys, timeouts={"total": "0.01"})  # a string: the argument spec makes it a number
     assert code == 0 and out["changed"] is False
-    assert len(out["checks"]) == len(doctor._doctor.list_catalogue())
+    # Every check of the default level (standard), none above it.
+    assert [c["id"] for c in out["checks"]] == [c["id"] for c in doctor._doctor.list_catalogue() if c["level"] != "deep"]
+    assert out["level"] == "standard"
     assert sum(out["summary"].values()) == len(out["checks"])
     reason = "not run: doctor deadline (timeouts.total=0.01s)"
     assert out["probes"]["nvidia_smi"]["status"] == READ_FAILED and out["probes"]["nvidia_smi"]["reason"] == reason
@@ -84,3 +86,14 @@ def test_a_tiny_total_deadline_still_returns_the_whole_result(capsys, monkeypatc
 def test_an_unknown_timeout_key_is_rejected(capsys):
     code, out = _main(capsys, timeouts={"nvidia-smi": 3})
     assert code == 1 and "nvidia-smi" in out["msg"]
+
+
+def test_level_quick_runs_the_quick_checks_and_a_bad_level_or_only_above_it_is_one_line(capsys):
+    code, out = _main(capsys, level="quick")
+    assert code == 0 and out["level"] == "quick"
+    assert [c["id"] for c in out["checks"]] == [c["id"] for c in doctor._doctor.list_catalogue() if c["level"] == "quick"]
+    code, out = _main(capsys, level="fast")
+    assert code == 1 and "level" in out["msg"] and "quick, standard, deep" in out["msg"]
+    code, out = _main(capsys, only=["gpu.dcgm_diag"])
+    assert code == 1 and out["msg"] == ("only: 'gpu.dcgm_diag' (level deep) selects only checks above level standard; "
+                                        "run with level: deep (levels: quick, standard, deep)")

@@ -91,7 +91,7 @@ def test_probe_outcomes_become_envelopes_and_each_probe_runs_once():
 
 
 def test_run_has_the_doctor_json_shape_and_consistent_summary():
-    result = _doctor.run(probes=_probe_table())
+    result = _doctor.run(probes=_probe_table(), level="deep")  # deep: every check of the catalogue
     assert set(result) >= {"schema_version", "environment", "checks", "summary", "overall_status", "total_duration_ms", "probes"}
     assert result["environment"]["hostname"] == "test-host" and result["environment"]["gpus"] == []
     assert sum(result["summary"].values()) == len(result["checks"]) == len(CATALOGUE)
@@ -142,7 +142,7 @@ def test_deterministic_results_diff_clean():
 @pytest.mark.parametrize("kwargs, message", [
     ({"only": ["gpu.ecc"]}, "only: 'gpu.ecc' matches no check id"),
     ({"exclude": ["nosuch"]}, "exclude: 'nosuch' matches no check id"),
-    ({"timeouts": {"nvidia-smi": 3}}, "timeouts: unknown probe 'nvidia-smi'; accepted: command, kernel_log, nvidia_smi, torch, total"),
+    ({"timeouts": {"nvidia-smi": 3}}, "timeouts: unknown probe 'nvidia-smi'; accepted: active, command, dcgm_diag, kernel_log, nvidia_smi, rvs, torch, total"),
     ({"timeouts": {"torch": 0}}, "timeouts.torch: 0 is not a positive number of seconds"),
     ({"timeouts": {"torch": "10"}}, "timeouts.torch: '10' is not a positive number of seconds"),
     ({"expect": {"no_such_key": 1}}, "expect: unknown key 'no_such_key'"),

@@ -4,8 +4,6 @@
 import copy
 import random
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._status import PASS, READ_OK, WARN
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import analyse
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.error_counters import analyse_error_counters
@@ -13,9 +11,8 @@ from ansible_collections.continuum.hydra.tests.support import fleet_factory
 
 
 def _judge(check_id, gpus):
-    (chk,) = [c for c in CATALOGUE if c.id == check_id]
     smi = dict(fleet_factory.recorded_smi("a100-sxm4-v12.xml"), gpus=gpus)
-    return registry.evaluate(chk, {"nvidia_smi": {"status": READ_OK, "data": smi, "reason": None, "duration_ms": 0.0}}, {})
+    return fleet_factory.judge(check_id, nvidia_smi={"status": READ_OK, "data": smi, "reason": None, "duration_ms": 0.0})
 
 
 def _gpus(env, correctable, replays):

@@ -3,8 +3,6 @@
 import os
 import xml.etree.ElementTree as ET
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import xid
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, READ_OK, WARN
@@ -29,8 +27,7 @@ def _ok(data):
 
 
 def _judge(check_id, probes):
-    (chk,) = [c for c in CATALOGUE if c.id == check_id]
-    return registry.evaluate(chk, probes, {})
+    return fleet_factory.judge(check_id, **probes)
 
 
 def _fleet_with_ecc_host(host_name=None):

@@ -16,7 +16,7 @@ from ansible_collections.continuum.hydra.tests.support.helpers import read_fixtu
 
 RECORDINGS = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
               "rtx-4000-sff-ada-v13.xml", "tesla-t4.xml")
-SMI_CHECKS = [c for c in CATALOGUE if c.func.__module__ == gpu_checks.__name__ and c.probes == ("nvidia_smi",)]
+SMI_CHECKS = [c for c in CATALOGUE if c.func.__module__ == gpu_checks.__name__ and c.probes in (("nvidia_smi",), gpu_checks.GPU_PROBES)]
 CASES = 300
 JUNK = ("Unknown Error", "[Unknown Error]", "GPU is lost", "[GPU requires reset]", "Insufficient Permissions", "ERR!",
         "[Not Found]", "N/A", "[N/A]", "Not Supported", "", "   ", "inf", "-inf", "nan", "NaN W", "1e999", "-1e999",
@@ -31,7 +31,8 @@ def garbage(rng):
 
 
 def evaluate(data):
-    probes = {"nvidia_smi": {"status": "ok", "data": data, "reason": None, "duration_ms": 0.0}}
+    probes = {"nvidia_smi": {"status": "ok", "data": data, "reason": None, "duration_ms": 0.0},
+              "amd_smi": {"status": "absent", "data": None, "reason": "no AMD GPU", "duration_ms": 0.0}}
     records = [registry.evaluate(c, probes, {}) for c in SMI_CHECKS]
     for record in records:
         assert not record["message"].startswith("check crashed"), (record["id"], record["message"])

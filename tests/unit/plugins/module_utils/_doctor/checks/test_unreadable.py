@@ -19,7 +19,7 @@ from ansible_collections.continuum.hydra.tests.support.helpers import read_fixtu
 RECORDINGS = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
               "rtx-4000-sff-ada-v13.xml", "tesla-t4.xml")
 # Checks judging only nvidia-smi's per-GPU values (the ones this file plants faults for).
-VALUE_CHECKS = [c for c in CATALOGUE if c.func.__module__ == gpu_checks.__name__ and c.probes == ("nvidia_smi",)
+VALUE_CHECKS = [c for c in CATALOGUE if c.func.__module__ == gpu_checks.__name__ and c.probes in (("nvidia_smi",), gpu_checks.GPU_PROBES)
                 and c.id.startswith("gpu.")]
 # Spellings as nvidia-smi prints them (sources in tests/fixtures/nvidia-smi/README.md).
 ERROR_STRINGS = ("Unknown Error", "[Unknown Error]", "ERR!", "Insufficient Permissions", "[Not Found]")
@@ -45,7 +45,7 @@ def ok(data):
 
 
 def judge_all(data, expect=None):
-    probes = {"nvidia_smi": ok(data)}
+    probes = {"nvidia_smi": ok(data), "amd_smi": {"status": "absent", "data": None, "reason": "no AMD GPU", "duration_ms": 0.0}}
     return dict((c.id, registry.evaluate(c, probes, expect or {})) for c in VALUE_CHECKS)
 
 

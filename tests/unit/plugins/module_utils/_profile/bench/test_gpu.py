@@ -6,9 +6,8 @@ import sys
 
 import pytest
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker as _worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import worker as _worker
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.skus import SKUS
 
 # What _torch_worker prints for one GPU (values as an H100 SXM gives them; shape is what is tested).
 ANSWER_LINE = ('{"status": "ok", "index": 0, "name": "NVIDIA H100 80GB HBM3", "torch_version": "2.5.1+cu124", '
@@ -55,13 +54,6 @@ def test_a_hung_gpu_worker_times_out(tmp_path):
     result = gpu.run_gpu(0.1, 0.1, python=str(hung), inventory=dict(INVENTORY, devices=INVENTORY["devices"][:1]), timeout_s=0.5)
     (entry,) = result["gpus"]
     assert entry["status"] == "error" and entry["message"] == "gpu 0 benchmark timed out after 0.5s"
-
-
-def test_sku_table_has_a_source_for_every_figure():
-    for sku in SKUS:
-        for key, value in sku.items():
-            if key.endswith(("_peak", "_measured", "_tbps", "_gbps_measured")) and value is not None:
-                assert sku["sources"].get(key), "%s.%s has no source" % (sku["id"], key)
 
 
 @pytest.mark.gpu

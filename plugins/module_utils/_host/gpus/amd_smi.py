@@ -1,0 +1,453 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""amd-smi: the AMD GPU records it reports (read_gpus) and the pure parser of its JSON (parse_amd_smi).
+
+Three calls per doctor run, one per subcommand, together under one ``timeouts.nvidia_smi`` deadline: ``amd-smi list
+--json`` (PCI address, UUID, partition of each logical GPU), ``amd-smi static --json`` (model, VBIOS, driver, bus
+maxima, power and temperature limits, RAS/ECC state per block, partition modes) and ``amd-smi metric --json``
+(temperatures, power, clocks, PCIe link and replays, ECC counts per block, XGMI errors). No single subcommand gives
+static and metric values together.
+
+The JSON comes in two shapes: a bare list ``[{"gpu": 0, ...}]`` (amd-smi 24.x, ROCm 6.1-6.3) and
+``{"gpu_data": [...]}`` (newer releases); a lone object is one GPU. amd-smi may print warnings before the JSON:
+everything before the first line opening with ``[`` or ``{`` is skipped. Numbers come as ``{"value": N, "unit":
+"C"}`` or bare; "N/A" (anywhere, also as a ``value``) is absent by design: None. Text where a number belongs, an
+AMDSMI_STATUS_* error, or a number beyond 2**64 is unreadable: None and listed in the record's ``unreadable``.
+
+The records have the shape _host/gpus/__init__.py documents (vendor "amd"); fields amd-smi has no notion of
+(persistence mode, MIG, application clocks, fabric, recovery action) are None.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import json
+import re
+import time
+from typing import Any, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable, _take_unreadable, first_line, to_number
+
+VENDOR = "amd"
+# Words amd-smi (and rocm-smi) write where a value is absent by design (compared lower case).
+_NO_VALUE = frozenset(("", "n/a", "na", "not supported", "not_supported", "unsupported", "none"))
+# Text that says reading failed: the library's status names and the CLI's error words.
+_ERROR_WORDS = ("amdsmi_status", "rsmi_status", "error", "permission", "fail", "timeout", "busy", "unknown")
+# PCIe transfer rate (GT/s) -> generation.
+_GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
+# Compute partition -> logical devices per physical GPU (MI300X: 8 XCDs; CPX is one device per XCD).
+# RAS blocks whose uncorrectable errors are memory (HBM/VRAM): the "DRAM" split of the ECC counts.
+_MEMORY_BLOCK = "UMC"
+
+
+class AmdSmiParseError(ValueError):
+    """The text is not amd-smi JSON we can read."""
+
+
+def find_amd_smi() -> str:
+    """Absolute path of amd-smi from PATH; ProbeAbsent when it is not there."""
+    path = command.find_binary("amd-smi")
+    if not path:
+        raise ProbeAbsent("amd-smi not found on PATH")
+    return path
+
+
+# ---------------------------------------------------------------- values
+
+
+def absent(raw: Any) -> bool:
+    """Whether a raw JSON value means 'no value by design' (missing, null, "N/A", "Not supported")."""
+    return raw is None or (isinstance(raw, str) and raw.strip().lower() in _NO_VALUE)
+
+
+def shorten(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else "%s... (%d characters)" % (text[:limit], len(text))
+
+
+def number(raw: Any) -> Any:
+    """A number out of ``{"value": N, "unit": U}``, a bare number or numeric text ("53.0", "16 GT/s").
+
+    None when absent by design; Unreadable for text that is not a number, an error word, a bool, a list or
+    object, or a number beyond range.
+    """
+    if isinstance(raw, dict) and "value" in raw:
+        raw = raw["value"]
+    if absent(raw):
+        return None
+    if isinstance(raw, bool) or isinstance(raw, (list, dict)):
+        return Unreadable(shorten(json.dumps(raw)))
+    if isinstance(raw, (int, float)):
+        return to_number(repr(raw)) if isinstance(raw, float) else to_number(str(raw))
+    text = str(raw).strip()
+    lowered = text.lower()
+    if any(word in lowered for word in _ERROR_WORDS):
+        return Unreadable(shorten(text))
+    value = to_number(text)
+    return value
+
+
+def text(raw: Any) -> Any:
+    """Stripped text; None when absent by design; Unreadable for an error word or a non-scalar."""
+    if isinstance(raw, dict) and "value" in raw:
+        raw = raw["value"]
+    if absent(raw):
+        return None
+    if isinstance(raw, (list, dict)):
+        return Unreadable(shorten(json.dumps(raw)))
+    value = str(raw).strip()
+    if any(word in value.lower() for word in ("amdsmi_status", "rsmi_status")):
+        return Unreadable(shorten(value))
+    return value
+
+
+def gen_of(speed: Any) -> Any:
+    """PCIe generation from a transfer rate in GT/s (16 -> 4); None when unknown; Unreadable passes through."""
+    if speed is None or isinstance(speed, Unreadable):
+        return speed
+    return _GEN_BY_SPEED.get(round(float(speed), 1))
+
+
+def at(tree: Any, *path: str) -> Any:
+    """tree[path[0]][path[1]]...; None where a level is missing or not an object (amd-smi writes "N/A" for a section)."""
+    for key in path:
+        if not isinstance(tree, dict):
+            return None
+        tree = tree.get(key)
+    return tree
+
+
+def load_json(output: str, what: str) -> Any:
+    """The JSON document in a tool's output, skipping lines printed before it (warnings) and text after it."""
+    if not output or not output.strip():
+        raise AmdSmiParseError("%s: empty output" % what)
+    start = None
+    offset = 0
+    for line in output.splitlines(True):
+        if line.lstrip().startswith(("[", "{")):
+            start = offset + len(line) - len(line.lstrip())
+            break
+        offset += len(line)
+    if start is None:
+        raise AmdSmiParseError("%s: no JSON in the output (%r)" % (what, shorten(first_line(output))))
+    try:
+        document, _end = json.JSONDecoder().raw_decode(output, start)
+    except ValueError as exc:
+        raise AmdSmiParseError("%s: %s" % (what, exc)) from None
+    return document
+
+
+def gpu_list(document: Any, what: str) -> list[dict[str, Any]]:
+    """The per-GPU objects of either shape: a list, {"gpu_data": [...]}, or one GPU object."""
+    if isinstance(document, dict) and "gpu_data" in document:
+        document = document["gpu_data"]
+    elif isinstance(document, dict) and "gpu" in document:
+        document = [document]
+    if not isinstance(document, list) or not all(isinstance(item, dict) for item in document):
+        raise AmdSmiParseError("%s: expected a list of GPU objects or {\"gpu_data\": [...]}, got %s" % (
+            what, type(document).__name__ if not isinstance(document, dict) else "an object with keys %s" % ", ".join(
+                sorted(document)[:5])))
+    return document
+
+
+def empty_record(index: int) -> dict[str, Any]:
+    """A record with every field the NVIDIA reader fills, None where AMD tools have no such value."""
+    return {
+        "vendor": VENDOR, "index": index, "pci_bus_id": None, "uuid": None, "name": None, "brand": None,
+        "architecture": None, "serial": None, "board_part_number": None, "vbios_version": None,
+        "persistence_mode": None, "performance_state": None, "virtualization_mode": None,
+        "recovery": {"action": None, "reset_required": None, "drain_and_reset_recommended": None},
+        "mig": {"current": None, "pending": None, "instances": 0},
+        "pcie": {"gen_current": None, "gen_max": None, "gen_device_max": None, "gen_host_max": None,
+                 "width_current": None, "width_max": None, "replay_counter": None, "replay_rollover_counter": None},
+        "clock_event_reasons": {},
+        "utilization": {"gpu_pct": None, "memory_pct": None},
+        "memory": {"total_mib": None, "used_mib": None},
+        "ecc": {"current": None, "pending": None, "volatile": _counts(None, None, None),
+                "aggregate": _counts(None, None, None), "sram_threshold_exceeded": None},
+        "retired_pages": {"single_bit": None, "double_bit": None, "pending": None},
+        "remapped_rows": None,
+        "bad_pages": {"retired": None, "pending": None, "unreservable": None, "threshold": None},
+        "ras_blocks": {},
+        "temperature": {"gpu_c": None, "memory_c": None, "shutdown_c": None, "slowdown_c": None,
+                        "max_operating_c": None, "memory_max_c": None, "tlimit_c": None, "shutdown_tlimit_c": None,
+                        "slowdown_tlimit_c": None, "max_operating_tlimit_c": None,
+                        "sensor": None, "edge_c": None, "hotspot_c": None},
+        "power": {"draw_w": None, "limit_w": None, "default_limit_w": None, "min_limit_w": None, "max_limit_w": None},
+        "clocks": _clocks(None, None), "max_clocks": _clocks(None, None),
+        "applications_clocks": _clocks(None, None), "default_applications_clocks": _clocks(None, None),
+        "fabric": {"state": None, "status": None},
+        "partition": {"compute": None, "memory": None, "id": None},
+        "xgmi": {"error_count": None, "error_status": None},
+    }
+
+
+def _counts(correctable: Any, uncorrectable: Any, deferred: Any, dram_correctable: Any = None,
+            dram_uncorrectable: Any = None) -> dict[str, Any]:
+    return {"correctable": correctable, "uncorrectable": uncorrectable, "deferred": deferred,
+            "dram_correctable": dram_correctable, "dram_uncorrectable": dram_uncorrectable,
+            "sram_correctable": None, "sram_uncorrectable": None}
+
+
+def _clocks(graphics: Any, memory: Any) -> dict[str, Any]:
+    # sm_mhz: AMD has no separate SM clock; the graphics (gfx/sclk) clock is what the checks compare.
+    return {"graphics_mhz": graphics, "sm_mhz": graphics, "memory_mhz": memory}
+
+
+def finish(record: dict[str, Any]) -> dict[str, Any]:
+    """The record with every Unreadable moved into ``unreadable`` (the field itself None)."""
+    unreadable: dict[str, str] = {}
+    extra = record.pop("unreadable", None) or {}
+    result = _take_unreadable(record, "", unreadable)
+    unreadable.update(extra)
+    result["unreadable"] = unreadable
+    return result
+
+
+def set_temperatures(temp: dict[str, Any], edge: Any, hotspot: Any, memory: Any, limits: dict[str, Any]) -> None:
+    """Fill the temperature block: the judged sensor is the hotspot (junction) where reported, else the edge,
+    each against the device's own slowdown/shutdown limits for that sensor (``limits`` keyed like
+    slowdown_hotspot, shutdown_edge, slowdown_vram)."""
+    temp.update(edge_c=edge, hotspot_c=hotspot, memory_c=memory, memory_max_c=limits.get("slowdown_vram"))
+    for sensor, value in (("hotspot", hotspot), ("edge", edge)):
+        if value is not None and not isinstance(value, Unreadable):
+            temp.update(sensor=sensor, gpu_c=value, slowdown_c=limits.get("slowdown_" + sensor),
+                        shutdown_c=limits.get("shutdown_" + sensor))
+            return
+    # Nothing readable: an unreadable sensor is what the check must see.
+    temp["gpu_c"] = hotspot if isinstance(hotspot, Unreadable) else edge
+
+
+# ---------------------------------------------------------------- amd-smi
+
+
+def run_json(binary: str, args: list[str], timeout: float) -> str:
+    """One amd-smi subcommand's output; ProbeError when it fails."""
+    rc, out, err = command.run([binary] + args, timeout)
+    if rc != 0:
+        raise ProbeError("amd-smi %s exited with rc %s: %s" % (" ".join(args), rc, first_line(err, out)))
+    return out
+
+
+def read_gpus(binary: str, timeout: float) -> dict[str, Any]:
+    """``amd-smi list/static/metric --json``, each run once within one ``timeout`` and parsed together (parse_amd_smi).
+
+    ProbeError when static or metric fails, times out or writes JSON that cannot be read; a failing ``list``
+    leaves the PCI addresses to static (``bus.bdf``) and is noted in ``problems``.
+    """
+    problems = []
+    listing = None
+    # One deadline for the three calls, as nvidia-smi -q -x has for its one.
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        return max(0.001, deadline - time.monotonic())
+    try:
+        listing = run_json(binary, ["list", "--json"], left())
+    except ProbeError as exc:
+        if "timed out" in str(exc):
+            raise
+        problems.append(str(exc))
+    static = run_json(binary, ["static", "--json"], left())
+    metric = run_json(binary, ["metric", "--json"], left())
+    try:
+        inventory = parse_amd_smi(static, metric, listing)
+    except AmdSmiParseError as exc:
+        raise ProbeError("amd-smi returned unreadable JSON: %s" % exc) from None
+    inventory["problems"] = problems + inventory["problems"]
+    return inventory
+
+
+def _by_gpu(items: list[dict[str, Any]], what: str) -> dict[int, dict[str, Any]]:
+    out = {}
+    for position, item in enumerate(items):
+        index = item.get("gpu", position)
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise AmdSmiParseError("%s: GPU index %r is not a number" % (what, index))
+        out[index] = item
+    return out
+
+
+def parse_amd_smi(static_text: str, metric_text: str, list_text: Optional[str] = None) -> dict[str, Any]:
+    """``amd-smi static --json`` + ``metric --json`` (+ ``list --json``) -> a GPU inventory (vendor amd).
+
+    {"vendor", "source", "driver_version", "driver_kind", "kernel_release", "tool_version", "gpus",
+     "unreadable", "problems"}; AmdSmiParseError when a document is not amd-smi JSON.
+    """
+    static = _by_gpu(gpu_list(load_json(static_text, "amd-smi static"), "amd-smi static"), "amd-smi static")
+    metric = _by_gpu(gpu_list(load_json(metric_text, "amd-smi metric"), "amd-smi metric"), "amd-smi metric")
+    listing: dict[int, dict[str, Any]] = {}
+    problems = []
+    if list_text is not None:
+        try:
+            listing = _by_gpu(gpu_list(load_json(list_text, "amd-smi list"), "amd-smi list"), "amd-smi list")
+        except AmdSmiParseError as exc:
+            problems.append(str(exc))
+    indexes = sorted(set(static) | set(metric) | set(listing))
+    gpus = [_gpu(index, static.get(index, {}), metric.get(index, {}), listing.get(index, {})) for index in indexes]
+    versions = [at(static.get(index), "driver", "version") for index in indexes]
+    driver_version, kind, kernel = driver_identity(next((v for v in versions if not absent(v)), None))
+    return {"vendor": VENDOR, "source": "amd-smi", "driver_version": driver_version, "driver_kind": kind,
+            "kernel_release": kernel, "gpus": gpus, "unreadable": {}, "problems": problems}
+
+
+_DKMS_VERSION = re.compile(r"^\d+\.\d+(\.\d+)*$")
+_BANNER = re.compile(r"^Linux ?version ?(\S+?)(?:\(|\s|$)")
+
+
+def driver_identity(raw: Any) -> tuple[Optional[str], Optional[str], Optional[str]]:
+    """(DKMS driver version or None, "dkms" | "in-box" | None, kernel release or None) from a driver version text.
+
+    The ROCm-packaged (DKMS) amdgpu has its own numbering (6.10.5); with the distribution's in-box driver amd-smi
+    reports the kernel banner with spaces removed ("Linuxversion6.14.0-24-generic(buildd@...") and rocm-smi the
+    kernel release ("6.8.12-4-pve").
+    """
+    value = text(raw)
+    if not isinstance(value, str):
+        return None, None, None
+    banner = _BANNER.match(value)
+    if banner:
+        return None, "in-box", banner.group(1)
+    if _DKMS_VERSION.match(value):
+        return value, "dkms", None
+    if re.match(r"^\d+\.\d+\.\d+-", value):
+        return None, "in-box", value
+    return None, None, None
+
+
+def _gpu(index: int, static: dict[str, Any], metric: dict[str, Any], listing: dict[str, Any]) -> dict[str, Any]:
+    record = empty_record(index)
+    asic, bus, board = static.get("asic"), static.get("bus"), static.get("board")
+    name = text(at(asic, "market_name"))
+    product = text(at(board, "product_name"))
+    record.update(
+        pci_bus_id=text(listing.get("bdf")) or text(at(bus, "bdf")) or text(at(static, "bdf")),
+        uuid=text(listing.get("uuid")) or text(at(asic, "asic_serial")),
+        name=product if isinstance(product, str) and product else name if isinstance(name, str) and name
+        else "AMD GPU %s" % (text(at(asic, "device_id")) or index),
+        architecture=text(at(asic, "target_graphics_version")),
+        serial=text(at(board, "product_serial")) if text(at(board, "product_serial")) not in ("0",) else None,
+        board_part_number=text(at(board, "model_number")),
+        vbios_version=text(at(static, "vbios", "version")) or text(at(static, "vbios", "part_number"))
+        or text(at(static, "ifwi", "version")) or text(at(static, "vbios", "name")),
+        performance_state=text(metric.get("perf_level")),
+    )
+    _static_limits(record, static)
+    _metric_values(record, metric)
+    _ras(record, static, metric)
+    partition = static.get("partition")
+    record["partition"] = {
+        "compute": text(at(partition, "compute_partition")) or text(at(partition, "accelerator_partition")),
+        "memory": text(at(partition, "memory_partition")),
+        "id": number(listing.get("partition_id")) if "partition_id" in listing else number(at(partition, "partition_id")),
+    }
+    return finish(record)
+
+
+def _static_limits(record: dict[str, Any], static: dict[str, Any]) -> None:
+    bus, limit = static.get("bus"), static.get("limit")
+    speed = number(at(bus, "max_pcie_speed"))
+    if isinstance(speed, (int, float)) and speed > 1000:
+        speed = speed / 1000.0  # some releases give MT/s
+    record["pcie"].update(width_max=number(at(bus, "max_pcie_width")), gen_max=gen_of(speed))
+    if record["pcie"]["gen_max"] is None:
+        version = text(at(bus, "pcie_interface_version"))
+        match = re.search(r"(\d+)", version) if isinstance(version, str) else None
+        record["pcie"]["gen_max"] = int(match.group(1)) if match else None
+    # Newer releases nest the caps per power limit type: limit.ppt0.{socket,max,min}_power_limit.
+    ppt0 = at(limit, "ppt0") if isinstance(at(limit, "ppt0"), dict) else {}
+    record["power"].update(limit_w=number(_first(limit, "socket_power", "power_cap") if _first(ppt0, "socket_power_limit") is None
+                                          else _first(ppt0, "socket_power_limit")),
+                           min_limit_w=number(_first(ppt0, "min_power_limit") or _first(limit, "min_power")),
+                           max_limit_w=number(_first(ppt0, "max_power_limit") or _first(limit, "max_power")))
+    # The VRAM limits are spelt slowdown_vram_temperature or slowdown_mem_temperature depending on the release.
+    record["_limits"] = dict(("%s_%s" % (kind, sensor), number(_first(limit, *("%s_%s_temperature" % (kind, name) for name in names))))
+                             for kind in ("slowdown", "shutdown")
+                             for sensor, names in (("edge", ("edge",)), ("hotspot", ("hotspot", "junction")),
+                                                   ("vram", ("vram", "mem"))))
+    total = number(at(static, "vram", "size"))
+    record["memory"]["total_mib"] = total
+
+
+def _metric_values(record: dict[str, Any], metric: dict[str, Any]) -> None:
+    limits = dict((k, v) for k, v in record.pop("_limits", {}).items() if not isinstance(v, Unreadable))
+    temps = metric.get("temperature")
+    set_temperatures(record["temperature"], number(at(temps, "edge")), number(at(temps, "hotspot")),
+                     number(at(temps, "mem")), limits)
+    power = metric.get("power")
+    draw = number(at(power, "socket_power"))
+    if draw is None:
+        draw = number(at(power, "average_socket_power"))
+    record["power"]["draw_w"] = draw
+    throttle = text(at(power, "throttle_status"))
+    if isinstance(throttle, str):
+        record["clock_event_reasons"] = {"throttled": throttle.upper() == "THROTTLED"}
+    pcie = metric.get("pcie")
+    speed = number(at(pcie, "speed"))
+    if isinstance(speed, (int, float)) and speed > 1000:
+        speed = speed / 1000.0
+    record["pcie"].update(width_current=number(at(pcie, "width")), gen_current=gen_of(speed),
+                          replay_counter=number(at(pcie, "replay_count")),
+                          replay_rollover_counter=number(at(pcie, "replay_roll_over_count")))
+    usage = metric.get("usage")
+    record["utilization"] = {"gpu_pct": number(at(usage, "gfx_activity")),
+                             "memory_pct": number(at(usage, "umc_activity"))}
+    memory = metric.get("mem_usage")
+    if at(memory, "total_vram") is not None:
+        record["memory"]["total_mib"] = number(at(memory, "total_vram"))
+    record["memory"]["used_mib"] = number(at(memory, "used_vram"))
+    clock = metric.get("clock")
+    record["clocks"] = _clocks(number(at(clock, "gfx_0", "clk")), number(at(clock, "mem_0", "clk")))
+    record["max_clocks"] = _clocks(number(at(clock, "gfx_0", "max_clk")), number(at(clock, "mem_0", "max_clk")))
+    xgmi = metric.get("xgmi_err")
+    record["xgmi"] = {"error_count": number(xgmi) if not isinstance(xgmi, dict) or "value" in xgmi else None,
+                      "error_status": text(at(xgmi, "status")) if isinstance(xgmi, dict) else None}
+
+
+def _first(tree: Any, *keys: str) -> Any:
+    """The first of keys present in an object (names differ between amd-smi releases)."""
+    for key in keys:
+        if isinstance(tree, dict) and key in tree:
+            return tree[key]
+    return None
+
+
+def _enabled(state: Any) -> Optional[bool]:
+    value = text(state)
+    if not isinstance(value, str):
+        return None
+    return value.upper() == "ENABLED"
+
+
+def _ras(record: dict[str, Any], static: dict[str, Any], metric: dict[str, Any]) -> None:
+    """ECC counts since driver load (metric.ecc totals, metric.ecc_blocks per block), judged only where the
+    static RAS section says ECC is enabled on some block: on parts without it (Radeon) the counts mean nothing."""
+    ras = static.get("ras")
+    states = at(ras, "ecc_block_state")
+    if isinstance(states, list):
+        # Some releases list the blocks: [{"block": "UMC", "status": "ENABLED"}, ...].
+        states = dict((item.get("block"), item.get("status", item.get("state"))) for item in states if isinstance(item, dict))
+    enabled = dict((str(block).upper(), _enabled(state)) for block, state in states.items()) if isinstance(states, dict) else {}
+    threshold = number(at(ras, "bad_page_threshold"))
+    record["bad_pages"]["threshold"] = threshold
+    any_enabled = any(enabled.values())
+    record["ecc"]["current"] = "Enabled" if any_enabled else ("Disabled" if enabled else None)
+    blocks = metric.get("ecc_blocks")
+    per_block: dict[str, Any] = {}
+    if isinstance(blocks, dict):
+        for block, counts in blocks.items():
+            per_block[block.upper()] = {"enabled": enabled.get(block.upper()),
+                                        "correctable": number(_first(counts, "correctable_count", "correctable")),
+                                        "uncorrectable": number(_first(counts, "uncorrectable_count", "uncorrectable")),
+                                        "deferred": number(_first(counts, "deferred_count", "deferred"))}
+    record["ras_blocks"] = per_block
+    if not any_enabled:
+        return
+    ecc = metric.get("ecc")
+    memory = per_block.get(_MEMORY_BLOCK) or {}
+    record["ecc"]["volatile"] = _counts(number(_first(ecc, "total_correctable_count", "correctable")),
+                                        number(_first(ecc, "total_uncorrectable_count", "uncorrectable")),
+                                        number(_first(ecc, "total_deferred_count", "deferred")),
+                                        memory.get("correctable"), memory.get("uncorrectable"))

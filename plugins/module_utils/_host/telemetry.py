@@ -1,0 +1,492 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""Telemetry under load: GPU and CPU samples taken while the benchmarks run, and their summaries.
+
+GPUs are sampled in-process through NVML when ``pynvml`` (nvidia-ml-py) is
+importable, else by ONE long-lived ``nvidia-smi --query-gpu=... -lms N``
+process whose CSV lines are read as they come: never one nvidia-smi spawn
+per sample (10-20 ms each). The CPU is sampled from /proc/stat (~75 us a
+read). Only cheap NVML calls are made (no process lists: those hold the
+driver lock for milliseconds).
+
+Parsing and aggregation are pure functions, tested on recorded sampler output.
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import datetime
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any, Callable, Optional, Union
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
+
+# NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
+THROTTLE_BITS = (
+    (0x1, "gpu_idle"),
+    (0x2, "applications_clocks_setting"),
+    (0x4, "sw_power_cap"),
+    (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"),
+    (0x20, "sw_thermal_slowdown"),
+    (0x40, "hw_thermal_slowdown"),
+    (0x80, "hw_power_brake_slowdown"),
+    (0x100, "display_clock_setting"),
+)
+
+# A GPU counts as busy (under load) in a sample from this utilisation on.
+BUSY_UTIL_PCT = 50.0
+
+SMI_QUERY_FIELDS = (
+    "timestamp", "index", "pci.bus_id", "utilization.gpu", "memory.used", "power.draw", "temperature.gpu",
+    "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks_throttle_reasons.active",
+    "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max",
+)
+
+
+def mean(values: Iterable[float]) -> Optional[float]:
+    items = list(values)
+    return sum(items) / len(items) if items else None
+
+
+def rounded(value: Optional[float], digits: int = 3) -> Optional[float]:
+    return None if value is None else round(float(value), digits)
+
+
+def _hex(value: str) -> int:
+    return int(value, 16)
+
+
+# nvidia-smi prints canonical names in the CSV header (clocks.sm -> clocks.current.sm; newer
+# drivers call throttle reasons "clocks_event_reasons"): every spelling maps to one row key.
+_SMI_COLUMNS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "index": ("index", int),
+    "pci.bus_id": ("pci_bus_id", str),
+    "utilization.gpu": ("util_pct", float),
+    "memory.used": ("memory_used_mib", float),
+    "power.draw": ("power_w", float),
+    "temperature.gpu": ("temperature_c", float),
+    "clocks.current.sm": ("sm_clock_mhz", float),
+    "clocks.sm": ("sm_clock_mhz", float),
+    "clocks.current.memory": ("mem_clock_mhz", float),
+    "clocks.mem": ("mem_clock_mhz", float),
+    "clocks.max.sm": ("sm_clock_max_mhz", float),
+    "clocks.max.streaming_multiprocessor": ("sm_clock_max_mhz", float),
+    "clocks_throttle_reasons.active": ("throttle_mask", _hex),
+    "clocks_event_reasons.active": ("throttle_mask", _hex),
+    "pcie.link.gen.current": ("pcie_gen", int),
+    "pcie.link.gen.gpucurrent": ("pcie_gen", int),
+    "pcie.link.gen.max": ("pcie_gen_max", int),
+    "pcie.link.width.current": ("pcie_width", int),
+    "pcie.link.width.max": ("pcie_width_max", int),
+}
+
+
+def decode_throttle(mask: Optional[int]) -> list[str]:
+    """Names of the active clocks event reasons in an NVML bitmask (None -> [])."""
+    if mask is None:
+        return []
+    return [name for bit, name in THROTTLE_BITS if mask & bit]
+
+
+def parse_smi_header(line: str) -> list[str]:
+    """Column names of an nvidia-smi CSV header, units ("[MiB]") stripped."""
+    return [field.strip().split(" [", 1)[0].strip() for field in line.split(",")]
+
+
+def _smi_value(raw: str, convert: Callable[[str], Any]) -> Any:
+    raw = raw.strip()
+    if not raw or raw.startswith("[") or raw in ("N/A", "Unknown Error"):
+        return None  # "[N/A]", "[Not Supported]", "[Unknown Error]"
+    try:
+        return convert(raw if convert is str else raw.split()[0])
+    except ValueError:
+        return None
+
+
+def parse_smi_row(columns: list[str], line: str) -> Optional[dict[str, Any]]:
+    """One CSV line -> a normalised sample row (None for a repeated header or a short line)."""
+    values = line.split(",")
+    if len(values) < len(columns) or values[0].strip() == columns[0] or not any(name in _SMI_COLUMNS for name in columns):
+        return None
+    row: dict[str, Any] = {}
+    for name, raw in zip(columns, values):
+        if name in _SMI_COLUMNS:
+            key, convert = _SMI_COLUMNS[name]
+            row[key] = _smi_value(raw, convert)
+    return normalise_row(row)
+
+
+def normalise_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Fill the keys every sample row has; a recording without an index column is GPU 0."""
+    out: dict[str, Any] = {
+        "index": 0, "pci_bus_id": None, "util_pct": None, "memory_used_mib": None, "power_w": None,
+        "temperature_c": None, "sm_clock_mhz": None, "mem_clock_mhz": None, "sm_clock_max_mhz": None,
+        "throttle_mask": None, "pcie_gen": None, "pcie_gen_max": None, "pcie_width": None, "pcie_width_max": None}
+    out.update(row)
+    if out["index"] is None:
+        out["index"] = 0
+    return out
+
+
+def parse_smi_timestamp(value: str) -> Optional[float]:
+    """Seconds since the epoch of an nvidia-smi timestamp ("2023/08/23 08:20:39.825"), None if unreadable."""
+    try:
+        stamp = datetime.datetime.strptime(value.strip(), "%Y/%m/%d %H:%M:%S.%f")
+    except ValueError:
+        return None
+    return (stamp - datetime.datetime(1970, 1, 1)).total_seconds()
+
+
+def parse_smi_csv(text: str) -> list[tuple[float, dict[str, Any]]]:
+    """A recorded ``nvidia-smi --query-gpu=... --format=csv -lms N`` output -> [(t, row)], t from its timestamps."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return []
+    columns = parse_smi_header(lines[0])
+    stamp_at = columns.index("timestamp") if "timestamp" in columns else None
+    samples: list[tuple[float, dict[str, Any]]] = []
+    for position, line in enumerate(lines[1:]):
+        row = parse_smi_row(columns, line)
+        if row is None:
+            continue
+        stamp = parse_smi_timestamp(line.split(",")[stamp_at]) if stamp_at is not None else None
+        samples.append((stamp if stamp is not None else float(position), row))
+    return samples
+
+
+def parse_proc_stat(text: str) -> tuple[int, int]:
+    """(busy, total) jiffies of the aggregate "cpu" line of /proc/stat."""
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            fields = [int(v) for v in line.split()[1:]]
+            # user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
+            fields = fields[:8]
+            idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+            total = sum(fields)
+            return total - idle, total
+    raise ValueError("no aggregate cpu line in /proc/stat")
+
+
+def cpu_util_pct(previous: tuple[int, int], current: tuple[int, int]) -> Optional[float]:
+    busy = current[0] - previous[0]
+    total = current[1] - previous[1]
+    return 100.0 * busy / total if total > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation
+
+
+def summarize(cpu_samples: Iterable[tuple[float, Optional[float]]], gpu_samples: Iterable[tuple[float, dict[str, Any]]],
+              start: float, end: float) -> dict[str, Any]:
+    """Resource summary of the samples taken in [start, end]: what a benchmark did to the machine."""
+    cpu = [util for stamp, util in cpu_samples if start <= stamp <= end and util is not None]
+    by_gpu: dict[int, list[dict[str, Any]]] = {}
+    for stamp, row in gpu_samples:
+        if start <= stamp <= end:
+            by_gpu.setdefault(row["index"], []).append(row)
+    return {
+        "cpu": {"samples": len(cpu), "util_mean_pct": rounded(mean(cpu), 1), "util_max_pct": rounded(max(cpu) if cpu else None, 1)},
+        "gpus": [summarize_gpu(index, rows) for index, rows in sorted(by_gpu.items())],
+    }
+
+
+def _values(rows: Iterable[dict[str, Any]], key: str) -> list[Any]:
+    return [row[key] for row in rows if row.get(key) is not None]
+
+
+def _min(values: list[Any]) -> Any:
+    return min(values) if values else None
+
+
+def _max(values: list[Any]) -> Any:
+    return max(values) if values else None
+
+
+def summarize_gpu(index: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One GPU's samples -> utilisation, memory, power, clocks, throttle reasons and PCIe link under load."""
+    busy = [row for row in rows if (row.get("util_pct") or 0) >= BUSY_UTIL_PCT]
+    judged = busy or rows  # "under load" when the GPU was busy at all, else everything seen
+    reasons: set[str] = set()
+    for row in judged:
+        reasons.update(decode_throttle(row.get("throttle_mask")))
+    reasons.discard("gpu_idle")
+    utils = _values(rows, "util_pct")
+    return {
+        "index": index,
+        "pci_bus_id": next((row["pci_bus_id"] for row in rows if row.get("pci_bus_id")), None),
+        "samples": len(rows),
+        "busy_samples": len(busy),
+        "util_mean_pct": rounded(mean(utils), 1),
+        "util_max_pct": rounded(_max(utils), 1),
+        "memory_used_peak_mib": rounded(_max(_values(rows, "memory_used_mib")), 1),
+        "power_mean_w": rounded(mean(_values(rows, "power_w")), 2),
+        "power_max_w": rounded(_max(_values(rows, "power_w")), 2),
+        "temperature_max_c": rounded(_max(_values(rows, "temperature_c")), 1),
+        "sm_clock_min_mhz": rounded(_min(_values(rows, "sm_clock_mhz")), 1),
+        "sm_clock_mean_mhz": rounded(mean(_values(rows, "sm_clock_mhz")), 1),
+        "sm_clock_busy_mean_mhz": rounded(mean(_values(busy, "sm_clock_mhz")), 1),
+        "sm_clock_max_mhz": rounded(_max(_values(rows, "sm_clock_max_mhz")), 1),
+        "throttle_reasons": sorted(reasons),
+        "pcie_gen_busy_min": _min(_values(busy, "pcie_gen")),
+        "pcie_width_busy_min": _min(_values(busy, "pcie_width")),
+        "pcie_gen_max": _max(_values(rows, "pcie_gen_max")),
+        "pcie_width_max": _max(_values(rows, "pcie_width_max")),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# GPU sources
+
+
+class NvmlSource:
+    """In-process NVML sampling: polled by the sampler thread, about ten cheap calls per GPU."""
+
+    name = "nvml"
+    polled = True
+
+    def __init__(self, nvml: Any) -> None:
+        self._nvml = nvml
+        self._handles: list[Any] = []
+        self._static: list[dict[str, Any]] = []
+
+    def open(self) -> None:
+        nvml = self._nvml
+        nvml.nvmlInit()
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            self._handles.append(handle)
+            self._static.append({
+                "index": index,
+                "pci_bus_id": self._call(lambda h=handle: _text(nvml.nvmlDeviceGetPciInfo(h).busId)),
+                "sm_clock_max_mhz": self._call(lambda h=handle: nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
+                "pcie_gen_max": self._call(lambda h=handle: nvml.nvmlDeviceGetMaxPcieLinkGeneration(h)),
+                "pcie_width_max": self._call(lambda h=handle: nvml.nvmlDeviceGetMaxPcieLinkWidth(h)),
+            })
+
+    def _call(self, func: Callable[..., Any]) -> Any:
+        try:
+            return func()
+        except Exception:  # pylint: disable=broad-exception-caught
+            # NVMLError_NotSupported and friends: that field is simply absent on this GPU.
+            return None
+
+    def _throttle(self, handle: Any) -> Optional[int]:
+        nvml = self._nvml
+        getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        return self._call(lambda: getter(handle))
+
+    def read(self) -> list[dict[str, Any]]:
+        nvml = self._nvml
+        rows = []
+        for handle, static in zip(self._handles, self._static):
+            util = self._call(lambda handle=handle: nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+            used = self._call(lambda handle=handle: nvml.nvmlDeviceGetMemoryInfo(handle).used)
+            power = self._call(lambda handle=handle: nvml.nvmlDeviceGetPowerUsage(handle))
+            row = dict(static)
+            row.update({
+                "util_pct": util,
+                "memory_used_mib": used / 1048576.0 if used is not None else None,
+                "power_w": power / 1000.0 if power is not None else None,  # NVML reports milliwatts
+                "temperature_c": self._call(lambda handle=handle: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+                "sm_clock_mhz": self._call(lambda handle=handle: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+                "mem_clock_mhz": self._call(lambda handle=handle: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+                "throttle_mask": self._throttle(handle),
+                "pcie_gen": self._call(lambda handle=handle: nvml.nvmlDeviceGetCurrPcieLinkGeneration(handle)),
+                "pcie_width": self._call(lambda handle=handle: nvml.nvmlDeviceGetCurrPcieLinkWidth(handle)),
+            })
+            rows.append(normalise_row(row))
+        return rows
+
+    def close(self) -> None:
+        self._call(self._nvml.nvmlShutdown)
+
+
+def _text(value: Any) -> Any:
+    return value.decode("ascii", "replace") if isinstance(value, bytes) else value
+
+
+class SmiSource:
+    """One long-lived ``nvidia-smi --query-gpu ... -lms N`` process; its lines are read as they arrive."""
+
+    name = "nvidia-smi"
+    polled = False
+
+    def __init__(self, binary: str, interval_s: float, on_row: Callable[[float, dict[str, Any]], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._binary = binary
+        self._interval_ms = max(int(interval_s * 1000), 1)
+        self._on_row = on_row
+        self._clock = clock
+        self._proc: Optional[subprocess.Popen[str]] = None
+        self._reader: Optional[threading.Thread] = None
+        self.error: Optional[str] = None
+        self.rows = 0
+
+    def argv(self) -> list[str]:
+        argv = [self._binary, "--query-gpu=" + ",".join(SMI_QUERY_FIELDS), "--format=csv", "-lms", str(self._interval_ms)]
+        stdbuf = shutil.which("stdbuf")
+        # nvidia-smi block-buffers a pipe; line buffering makes each sample arrive when it is taken.
+        return [stdbuf, "-oL"] + argv if stdbuf else argv
+
+    def open(self) -> None:
+        env = dict(os.environ, LANG="C", LC_ALL="C")
+        self._proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      env=env, start_new_session=True, universal_newlines=True)
+        self._reader = threading.Thread(target=self._read, name="hydra-nvidia-smi-reader")
+        self._reader.daemon = True
+        self._reader.start()
+
+    def _read(self) -> None:
+        columns = None
+        for line in self._proc.stdout:  # type: ignore[union-attr]  # open() started it with a pipe
+            if not line.strip():
+                continue
+            if columns is None:
+                columns = parse_smi_header(line)
+                if not any(name in _SMI_COLUMNS for name in columns):
+                    self.error = "nvidia-smi sampler printed no CSV header: %r" % line.strip()[:120]
+                    return
+                continue
+            row = parse_smi_row(columns, line)
+            if row is not None:
+                self.rows += 1
+                self._on_row(self._clock(), row)
+
+    def read(self) -> list[dict[str, Any]]:
+        return []
+
+    def close(self) -> None:
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.poll() is None:
+            for sig, wait_s in ((signal.SIGTERM, 2), (signal.SIGKILL, 5)):
+                try:
+                    os.killpg(proc.pid, sig)
+                except OSError:
+                    break
+                try:
+                    proc.wait(timeout=wait_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        self._reader.join(timeout=5)  # type: ignore[union-attr]  # open() started it with the process
+        stderr = proc.stderr.read() if proc.stderr else ""
+        proc.stdout.close()  # type: ignore[union-attr]  # both pipes were asked for
+        proc.stderr.close()  # type: ignore[union-attr]
+        if self.rows == 0 and self.error is None:
+            first = (stderr.strip().splitlines() or ["exit status %s" % proc.returncode])[0]
+            self.error = "nvidia-smi sampler produced no samples: %s" % first
+
+
+def pick_gpu_source(on_row: Callable[[float, dict[str, Any]], None], interval_s: float, nvidia_smi_path: Optional[str] = None,
+                    nvml: Any = None) -> tuple[Optional[Union[NvmlSource, SmiSource]], list[str]]:
+    """NVML when pynvml imports and initialises, else nvidia-smi when found, else None (CPU only).
+
+    ``nvml`` replaces the pynvml module (tests); False skips NVML.
+    """
+    notes: list[str] = []
+    if nvml is None:
+        try:
+            import pynvml as nvml  # type: ignore[no-redef]  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            nvml = None
+            notes.append("pynvml (nvidia-ml-py) is not installed: GPU telemetry falls back to nvidia-smi")
+    if nvml:
+        source: Union[NvmlSource, SmiSource] = NvmlSource(nvml)
+        try:
+            source.open()
+            return source, notes
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            notes.append("NVML is unusable (%s): GPU telemetry falls back to nvidia-smi" % exc)
+    try:
+        binary = find_nvidia_smi(nvidia_smi_path)
+    except (ProbeAbsent, ProbeError):
+        binary = None
+    if binary:
+        source = SmiSource(binary, interval_s, on_row)
+        try:
+            source.open()
+            return source, notes
+        except OSError as exc:
+            notes.append("cannot start %s: %s" % (binary, exc))
+    else:
+        notes.append("no nvidia-smi: no GPU telemetry")
+    return None, notes
+
+
+class Sampler:
+    """Samples the CPU (and the GPUs through a source) every interval in a background thread."""
+
+    def __init__(self, interval_s: float = 1.0, gpu_source: Optional[Union[NvmlSource, SmiSource]] = None, proc_stat: str = "/proc/stat",
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.interval_s = interval_s
+        self.gpu_source = gpu_source
+        self.proc_stat = proc_stat
+        self.clock = clock
+        self.cpu_samples: list[tuple[float, Optional[float]]] = []
+        self.gpu_samples: list[tuple[float, dict[str, Any]]] = []
+        self.notes: list[str] = []
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def add_gpu_row(self, stamp: float, row: dict[str, Any]) -> None:
+        self.gpu_samples.append((stamp, row))  # list.append is atomic: the smi reader thread calls this
+
+    def _read_stat(self) -> Optional[tuple[int, int]]:
+        try:
+            with open(self.proc_stat) as handle:
+                return parse_proc_stat(handle.read())
+        except (OSError, ValueError) as exc:
+            self.notes.append("CPU telemetry stopped: %s" % exc)
+            return None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="hydra-telemetry")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def _loop(self) -> None:
+        previous = self._read_stat()
+        while not self._stop.wait(self.interval_s):
+            stamp = self.clock()
+            if previous is not None:
+                current = self._read_stat()
+                if current is not None:
+                    self.cpu_samples.append((stamp, cpu_util_pct(previous, current)))
+                previous = current
+            if self.gpu_source is not None and self.gpu_source.polled:
+                for row in self.gpu_source.read():
+                    self.gpu_samples.append((stamp, row))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(5.0, 2 * self.interval_s))
+        if self.gpu_source is not None:
+            self.gpu_source.close()
+            error = getattr(self.gpu_source, "error", None)
+            if error:
+                self.notes.append(error)
+
+    def summary(self, start: float, end: float) -> dict[str, Any]:
+        return summarize(self.cpu_samples, self.gpu_samples, start, end)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "gpu_source": self.gpu_source.name if self.gpu_source is not None else None,
+            "interval_s": self.interval_s,
+            "cpu_samples": len(self.cpu_samples),
+            "gpu_samples": len(self.gpu_samples),
+            "notes": list(self.notes),
+        }
