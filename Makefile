@@ -12,12 +12,12 @@ doctor: $(VENV)/.runtime collections/ansible_collections/continuum/hydra
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/doctor.yml
 
 test: $(VENV)/.test system-deps collections/ansible_collections/continuum/hydra
+	tests/utils/release_check.sh
 	$(BIN)/python -m pytest -n 2 tests/unit tests/integration
 	tests/utils/molecule.sh
 	tests/utils/sanity.sh
 	$(MAKE) --no-print-directory lint
 	tests/utils/newest_core.sh
-	tests/utils/release_check.sh
 
 unit: $(VENV)/.test collections/ansible_collections/continuum/hydra
 	$(BIN)/python -m pytest tests/unit

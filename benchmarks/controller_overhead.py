@@ -108,8 +108,8 @@ def main():
             for name in ratios:
                 ratios[name].append(took[name] / took["ping"])
             print("round %d: %s" % (index + 1, "  ".join("%s %.2f s" % (n, took[n]) for n in names)), flush=True)
-        print("%d hosts, %d forks, %d rounds (ansible.cfg: %s)%s" % (args.hosts, args.forks, args.rounds, env["ANSIBLE_CONFIG"],
-                                                                   "; doctor.yml -e %s" % args.extra_vars if args.extra_vars else ""))
+        extra = "; doctor.yml -e %s" % args.extra_vars if args.extra_vars else ""
+        print("%d hosts, %d forks, %d rounds (ansible.cfg: %s)%s" % (args.hosts, args.forks, args.rounds, env["ANSIBLE_CONFIG"], extra))
         for name in names:
             print("%-15s median %.2f s  (min %.2f, max %.2f)" % (name, statistics.median(times[name]), min(times[name]), max(times[name])))
         for name, values in ratios.items():

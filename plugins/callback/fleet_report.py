@@ -107,7 +107,7 @@ options:
   expected_versions:
     description:
       - YAML or JSON file of golden values that configuration drift is judged against instead of the class majority -
-        field names (C(driver_version), C(cuda_driver_version), C(vbios_version), C(kernel), C(torch_version),
+        field names (C(driver_version), C(cuda_driver_version), C(rocm_version), C(vbios_version), C(kernel), C(torch_version),
         C(nccl_version), C(nccl_env), C(persistence_mode), C(ecc_mode), C(mig_mode), C(pcie_gen), C(pcie_width),
         C(gpu_count)) to a value or a list of accepted values, and optionally C(classes) mapping a class name to such
         fields. See C(docs/fleet_analysis.md).
@@ -151,6 +151,18 @@ options:
     ini:
       - section: callback_fleet_report
         key: batch_metric
+  placement_threshold:
+    description:
+      - GPUs whose placement score (0 to 100, NUMA and PCIe distance to the nearest NIC and to the job's CPUs, from
+        C(gpu.topology) or the static profile; C(docs/topology.md)) is below this are listed in the report's
+        C(placement) section with their nearest NIC.
+    type: float
+    default: 60
+    env:
+      - name: HYDRA_PLACEMENT_THRESHOLD
+    ini:
+      - section: callback_fleet_report
+        key: placement_threshold
 """
 
 import datetime
@@ -175,6 +187,8 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import validate as validate_batch
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import ExpectedVersionsError, parse_expected
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.evidence import build_evidence, evidence_links
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import DEFAULT_THRESHOLD as DEFAULT_PLACEMENT_THRESHOLD
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import PlacementSettingError, threshold_value
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import host_entry as workload_entry
@@ -291,6 +305,11 @@ class CallbackModule(CallbackBase):
                 batch = {"global_batch_size": size, "memory_per_sample_mib": memory, "metric": self.get_option("batch_metric")}
             except BatchPlanError as exc:
                 problems.append("%s; no batch plan" % exc)
+        try:
+            placement_threshold = threshold_value(self.get_option("placement_threshold"))
+        except PlacementSettingError as exc:
+            problems.append("%s; using %g" % (exc, DEFAULT_PLACEMENT_THRESHOLD))
+            placement_threshold = DEFAULT_PLACEMENT_THRESHOLD
         report_dir = self.get_option("report_dir")
         return {
             "report_dir": report_dir,
@@ -301,6 +320,7 @@ class CallbackModule(CallbackBase):
             "class_groups": [str(g) for g in self.get_option("class_groups") or []],
             "expected": expected,
             "batch": batch,
+            "placement_threshold": placement_threshold,
         }
 
     def _settings_now(self) -> dict[str, Any]:
@@ -466,7 +486,8 @@ class CallbackModule(CallbackBase):
         keep = settings["history_keep"]
         options = AnalysisOptions(class_groups=settings["class_groups"], host_groups=self._collector.groups,
                                   expected=settings["expected"], batch=settings["batch"], problems=self._problems,
-                                  straggler_history_runs=settings["straggler_history_runs"])
+                                  straggler_history_runs=settings["straggler_history_runs"],
+                                  placement_threshold=settings["placement_threshold"])
         if keep > 0:
             options.history = history.read_snapshots(settings["history_dir"], keep - 1, options.problems)
         try:

@@ -138,6 +138,8 @@ options:
       - Directory of the state kept across runs, C(tenants.json) of check C(tenant.slo) (each tenant's SLO state;
         C(docs/tenant-slos.md)), written atomically after the checks are judged. The tenant_guard role keeps its state
         in the same file, so doctor and the guard agree.
+      - Check C(slurm.healthcheck) reads the node-local health check's last result from C(<state_dir>/healthcheck/last.json),
+        where the slurm_healthcheck role (its C(slurm_healthcheck_state_dir)) has it written.
     type: path
     default: /var/lib/continuum-hydra
   torch_python:

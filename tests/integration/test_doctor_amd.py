@@ -6,18 +6,13 @@ report are real; the hosts' /sys is this machine's (no AMD GPU here, so PCI and 
 """
 
 import glob
-import json
 import os
 
 import pytest
 
+from ansible_collections.continuum.hydra.tests.support.amd import amd_smi_host, metric_text, tool, with_ecc
 from ansible_collections.continuum.hydra.tests.support.fleet import host_vars, run_playbook, write_host_bin
 from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
-from ansible_collections.continuum.hydra.tests.unit.plugins.module_utils._host.gpus.test_amd_smi import (
-    MI210_STATIC,
-    metric_text,
-    with_ecc,
-)
 
 pytestmark = [
     pytest.mark.integration,
@@ -26,26 +21,6 @@ pytestmark = [
 ]
 
 JUDGED = ("gpu.count", "gpu.model", "gpu.temperature", "gpu.power", "gpu.pcie_link")
-MI210_LIST = json.dumps([{"gpu": 0, "bdf": "0000:83:00.0", "uuid": "8cff73bf-0000-1000-80b6-e1b5b5a08d0f"}])
-
-
-def tool(bindir, name, body):
-    path = os.path.join(bindir, name)
-    with open(path, "w") as handle:
-        handle.write("#!/bin/sh\n" + body)
-    os.chmod(path, 0o755)
-
-
-def amd_smi_host(root, host, metric, kernel_log=""):
-    bindir = write_host_bin(root, host, kernel_log=kernel_log)
-    files = {}
-    for sub, text in (("list", MI210_LIST), ("static", MI210_STATIC), ("metric", metric)):
-        files[sub] = os.path.join(root, host, "amd-smi-%s.json" % sub)
-        with open(files[sub], "w") as handle:
-            handle.write(text)
-    tool(bindir, "amd-smi", 'case "$1 $2" in "list --json") exec cat "%s";; "static --json") exec cat "%s";; '
-                            '"metric --json") exec cat "%s";; esac\nexit 2\n' % (files["list"], files["static"], files["metric"]))
-    return bindir
 
 
 def rocm_smi_host(root, host, recording):

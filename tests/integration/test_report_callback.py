@@ -156,16 +156,18 @@ def test_bad_settings_are_reported_and_the_report_is_still_written(two_runs):
         handle.write("driver: 535\n")
     report_dir = os.path.join(root, "bad-settings")
     proc, report = _run(two_runs["inventory"], report_dir,
-                        {"HYDRA_REPORT_FORMATS": "json,pdf", "HYDRA_EXPECTED_VERSIONS": bad_expected, "HYDRA_BATCH_GLOBAL_SIZE": "0"},
+                        {"HYDRA_REPORT_FORMATS": "json,pdf", "HYDRA_EXPECTED_VERSIONS": bad_expected, "HYDRA_BATCH_GLOBAL_SIZE": "0",
+                         "HYDRA_PLACEMENT_THRESHOLD": "150"},
                         extra_vars={"hydra_hosts": "a100-1"})
     assert report is not None and report["totals"]["hosts"] == 1
     assert [f for f in os.listdir(report_dir) if f in FORMAT_FILES] == ["fleet-report.json"]
     assert report["analysis"]["problems"] == [
         "formats: 'pdf' unknown; accepted: json, markdown, html, junit, prometheus",
-        "expected_versions: %s: unknown field 'driver'; accepted: gpu_count, driver_version, cuda_driver_version, vbios_version, "
-        "kernel, torch_version, nccl_version, nccl_env, persistence_mode, ecc_mode, mig_mode, pcie_gen, pcie_width; "
+        "expected_versions: %s: unknown field 'driver'; accepted: gpu_count, driver_version, cuda_driver_version, rocm_version, "
+        "vbios_version, kernel, torch_version, nccl_version, nccl_env, persistence_mode, ecc_mode, mig_mode, pcie_gen, pcie_width; "
         "drift is judged against the class majority" % bad_expected,
         "batch_global_size: 0 is not a positive integer number of samples; no batch plan",
+        "placement_threshold: 150.0 is not a score from 0 to 100; using 60",
     ]
     output = re.sub(r"\s+", " ", proc.stdout + proc.stderr)
     assert "continuum.hydra.fleet_report: formats: 'pdf' unknown" in output

@@ -17,6 +17,7 @@ import time
 
 import pytest
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor_run
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import healthcheck as last_probe
@@ -46,7 +47,7 @@ def role_vars(root, **extra):
         "slurm_healthcheck_lib_dir": os.path.join(root, "lib"),
         "slurm_healthcheck_bin_dir": os.path.join(root, "sbin"),
         "slurm_healthcheck_config_path": os.path.join(root, "etc", "healthcheck.json"),
-        "slurm_healthcheck_state_file": os.path.join(root, "state", "last.json"),
+        "slurm_healthcheck_state_dir": os.path.join(root, "state"),
         "slurm_healthcheck_only": ONLY,
         "slurm_healthcheck_timeouts": {"nvidia_smi": NVIDIA_SMI_TIMEOUT},
     }
@@ -103,7 +104,7 @@ def run_program(installed, bindir, node="node1", program="hydra-healthcheck", en
 
 
 def last_json(installed):
-    with open(os.path.join(installed["root"], "state", "last.json")) as handle:
+    with open(os.path.join(installed["root"], "state", "healthcheck", "last.json")) as handle:
         return json.load(handle)
 
 
@@ -122,7 +123,8 @@ def test_role_installs_the_program_config_and_wrappers_idempotently(installed, t
     with open(os.path.join(root, "etc", "healthcheck.json")) as handle:
         config = json.load(handle)
     assert config["level"] == "quick" and config["only"] == ONLY and config["drain_on_error"] is False
-    assert config["scontrol_path"] is None and config["state_file"] == os.path.join(root, "state", "last.json")
+    assert config["scontrol_path"] is None and config["state_dir"] == os.path.join(root, "state")
+    assert result["state_file"] == os.path.join(root, "state", "healthcheck", "last.json")
     assert result["conf_lines"] == ["HealthCheckProgram=%s/sbin/hydra-healthcheck" % root, "HealthCheckInterval=300",
                                     "HealthCheckNodeState=ANY"]
     assert "HealthCheckProgram=%s/sbin/hydra-healthcheck" % root in installed["first"].output
@@ -207,11 +209,13 @@ def test_against_real_slurmctld_and_slurmd(installed, bins, tmp_path_factory):
         states = node_states(conf)
         assert states["node1"][0] and states["node1"][1].startswith("hydra: gpu.ecc_errors: "), states
         assert states["node1"][1] == last_json(installed)["reason"]
-        # What the next doctor run reads from the program's last.json.
-        data = last_probe.probe_healthcheck_last({"healthcheck_state_file": os.path.join(installed["root"], "state", "last.json"),
-                                                  "timeouts": {"command": 5}})
+        # What the next doctor run reads from the program's last.json: doctor itself, given the role's state dir.
+        state_dir = os.path.join(installed["root"], "state")
+        data = last_probe.probe_healthcheck_last({"state_dir": state_dir, "timeouts": {"command": 5}})
         chk = [c for c in CATALOGUE if c.id == "slurm.healthcheck"][0]
         assert registry.evaluate(chk, {"healthcheck_last": {"status": "ok", "data": data, "reason": None}}, {})["status"] == "FAIL"
+        [judged] = doctor_run.run(only=["slurm.healthcheck"], state_dir=state_dir, persist=False)["checks"]
+        assert judged["status"] == "FAIL" and "gpu.ecc_errors" in judged["message"], judged
         admin = run_program(installed, bins["ecc"], node="node2", env=env)
         assert admin.returncode == 1 and node_states(conf)["node2"] == (True, "admin: bad fan")
         # Healthy again: hydra's drain stays (resuming is slurm_gate's job, behind its brake).

@@ -23,8 +23,8 @@ import time
 import pytest
 import yaml
 
+from ansible_collections.continuum.hydra.tests.support import pidns as pidns_support
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
-from ansible_collections.continuum.hydra.tests.support.pidns import pidns  # noqa: F401  (fixture)
 from ansible_collections.continuum.hydra.tests.support.role_run import VENV_BIN, run_role
 
 pytestmark = pytest.mark.integration
@@ -43,7 +43,14 @@ def write_metric(directory, pid, text):
 
 
 @pytest.fixture
-def scene(tmp_path, pidns):  # noqa: F811
+def pidns():
+    namespace = pidns_support.session()
+    yield namespace
+    namespace.close()
+
+
+@pytest.fixture
+def scene(tmp_path, pidns):
     """In the namespace: a tenant (real sleep) over its SLO; a stale and two garbage metric files; dd bullies on demand."""
     metrics = tmp_path / "metrics"
     metrics.mkdir()

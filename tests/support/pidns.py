@@ -109,11 +109,8 @@ def available():
     return probe.returncode == 0
 
 
-@pytest.fixture
-def pidns():
+def session():
+    """A PidNamespace for one test (closed by the caller); the test is skipped where none can be made."""
     if not available():
         pytest.skip("needs unshare --pid --fork --mount-proc (root, or user namespaces)")
-    session = PidNamespace()
-    yield session
-    session.close()
-
+    return PidNamespace()

@@ -12,6 +12,7 @@ MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
 PACKAGE = "ansible_collections.continuum.hydra.plugins.module_utils"
 SHARED = {"_results", "_status", "_expect", "_atomic"}  # flat files shared by design
 FEATURES = {"_doctor", "_profile", "_workload", "_env_setup", "_remediate"}
+TEST_PACKAGES = ("ansible_collections.continuum.hydra.tests.unit", "ansible_collections.continuum.hydra.tests.integration")
 STATUS_WORDS = re.compile(r"""(["'])(PASS|WARN|FAIL|SKIP|ERROR|healthy|warning|failed|unreachable)\1""")
 
 
@@ -89,3 +90,14 @@ def test_no_test_or_benchmark_edits_sys_path():
                 if re.search(r"sys\.path\.(insert|append)\(", handle.read()):
                     edits.append(os.path.relpath(path, REPO))
     assert not edits
+
+
+def test_tests_import_shared_helpers_from_tests_support_never_from_another_test_module():
+    crossings = []
+    for path in python_files(os.path.join(REPO, "tests")):
+        if os.path.join("tests", "output") in path:
+            continue
+        for module in imported_modules(path):
+            if any(module == package or module.startswith(package + ".") for package in TEST_PACKAGES):
+                crossings.append("%s imports %s (helpers belong in tests/support)" % (os.path.relpath(path, REPO), module))
+    assert not crossings

@@ -25,6 +25,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 import argparse
 import datetime
 import json
+import math
 import os
 import re
 import sys
@@ -32,12 +33,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _atomic, _results
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels, state
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor_run
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import healthcheck as healthcheck_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command, files
 from ansible_collections.continuum.hydra.plugins.module_utils._host.slurm import MAX_REASON_CHARS, REASON_PREFIX, drain_args, is_hydra_reason, parse_show_node
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL, SKIP, STATUSES
 
 # Exit codes (NVIDIA's health validation and DeepOps' validators: 0 pass, 1 fail, 2 could not judge).
 EXIT_HEALTHY = 0
@@ -59,7 +59,6 @@ NOT_DRAINED = "not_drained"  # should drain, could not (no node name, state unre
 EXIT_ONLY = "exit_only"  # prolog/epilog: the exit code is the action, SLURM drains
 
 DEFAULT_CONFIG_PATH = "/etc/continuum-hydra/healthcheck.json"
-DEFAULT_STATE_FILE = healthcheck_probe.DEFAULT_STATE_FILE
 # slurmd kills the HealthCheckProgram after 60 s (slurm.conf(5) of 22.05, no HealthCheckTimeout there): doctor's
 # whole run and the two scontrol calls must fit in that.
 DEFAULT_TOTAL_TIMEOUT = 40
@@ -77,16 +76,17 @@ DEFAULTS: dict[str, Any] = {
     "expect": {},
     "timeouts": {},
     "drain_on_error": False,
-    "state_file": DEFAULT_STATE_FILE,
+    "state_dir": state.DEFAULT_STATE_DIR,  # the last result goes to <state_dir>/healthcheck/last.json
     "scontrol_path": None,
     "nvidia_smi_path": None,
     "scontrol_timeout": DEFAULT_SCONTROL_TIMEOUT,
 }
 _KINDS: dict[str, tuple[type, ...]] = {
     "level": (str,), "only": (list,), "exclude": (list,), "expect": (dict,), "timeouts": (dict,), "drain_on_error": (bool,),
-    "state_file": (str,), "scontrol_path": (str, type(None)), "nvidia_smi_path": (str, type(None)),
+    "state_dir": (str,), "scontrol_path": (str, type(None)), "nvidia_smi_path": (str, type(None)),
     "scontrol_timeout": (int, float),
 }
+
 
 class ConfigError(ValueError):
     """A bad config file or option: one line naming the bad value and what is accepted."""
@@ -115,10 +115,16 @@ def normalize_config(given: Mapping[str, Any], source: str = "config") -> dict[s
         config[key] = value
     if not levels.is_level(config["level"]):
         raise ConfigError("%s: level: %r is not a level; accepted: %s" % (source, config["level"], ", ".join(levels.LEVELS)))
-    if config["scontrol_timeout"] <= 0:
+    for key in ("only", "exclude"):
+        if not all(isinstance(item, str) for item in config[key]):
+            raise ConfigError("%s: %s: %r is not a list of check ids (strings)" % (source, key, config[key]))
+    for name, value in config["timeouts"].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(value):
+            raise ConfigError("%s: timeouts.%s: %r is not a positive number of seconds" % (source, name, value))
+    if not math.isfinite(config["scontrol_timeout"]) or config["scontrol_timeout"] <= 0:
         raise ConfigError("%s: scontrol_timeout: %r is not a positive number of seconds" % (source, config["scontrol_timeout"]))
-    if not os.path.isabs(config["state_file"]):
-        raise ConfigError("%s: state_file: %r is not an absolute path" % (source, config["state_file"]))
+    if not os.path.isabs(config["state_dir"]):
+        raise ConfigError("%s: state_dir: %r is not an absolute path" % (source, config["state_dir"]))
     return config
 
 
@@ -134,11 +140,13 @@ def doctor_options(config: Mapping[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- decision (pure)
 
 def exit_code(result: Mapping[str, Any]) -> int:
-    """0 healthy (PASS, WARN, SKIP), 1 some check FAIL, 2 no FAIL but some check ERROR (could not judge)."""
+    """0 healthy (PASS, WARN, SKIP), 1 some check FAIL, 2 no FAIL but some check ERROR (could not judge), or no
+    check judged anything (none ran, every one SKIP, or a status that is not one of _status.STATUSES)."""
     statuses = [chk.get("status") for chk in result.get("checks") or []]
     if FAIL in statuses:
         return EXIT_UNHEALTHY
-    if ERROR in statuses or not statuses:
+    if ERROR in statuses or not statuses or all(status == SKIP for status in statuses) \
+            or any(status not in STATUSES for status in statuses):
         return EXIT_UNJUDGED  # a run that judged nothing is never healthy
     return EXIT_HEALTHY
 
@@ -157,7 +165,7 @@ def reason_text(result: Mapping[str, Any], status: str = FAIL) -> str:
     at most MAX_REASON_CHARS, sanitised."""
     matching = [chk for chk in result.get("checks") or [] if chk.get("status") == status]
     if not matching:
-        return "%s no %s check reported" % (REASON_PREFIX, status)
+        return "%s %s" % (REASON_PREFIX, "could not judge: no check judged the node" if status == ERROR else "no %s check reported" % status)
     first = matching[0]
     head = "%s %s: " % (REASON_PREFIX, sanitize(first.get("id") or "unknown"))
     if status == ERROR:
@@ -197,7 +205,11 @@ def decide(result: Mapping[str, Any], config: Mapping[str, Any], mode: str, node
     if node is None:
         return {"exit_code": code, "action": NOT_DRAINED, "reason": reason,
                 "why": "node %s: state unreadable (%s): not drained" % (node_name, node_error or "no such node")}
-    if node["drained"] and not is_hydra_reason(node["reason"]):
+    if node["state"].split("+")[0] == "UNKNOWN":
+        return {"exit_code": code, "action": NOT_DRAINED, "reason": reason,
+                "why": "node %s: state %s (unreadable): not drained" % (node_name, node["state"])}
+    if (node["drained"] or node["reason"]) and not is_hydra_reason(node["reason"]):
+        # Drained, down or failed by someone else (an admin, slurmctld): draining would replace their reason.
         return {"exit_code": code, "action": LEFT_ADMIN_DRAIN, "reason": reason,
                 "why": "node %s is already drained by someone else (%s): left alone" % (node_name, node["reason"])}
     if node["drained"]:
@@ -287,10 +299,15 @@ def main(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> in
         except (command.ProbeAbsent, command.ProbeError) as exc:
             decision = dict(decision, action=NOT_DRAINED, why="drain failed: %s" % exc)
     sys.stdout.write("hydra-healthcheck: exit %d: %s\n" % (decision["exit_code"], decision["why"]))
+    if exit_code(result) == EXIT_UNJUDGED:
+        # Say why nothing was judged (a bad config value, a hung tool, every check skipped) on one line.
+        first = next((chk for chk in result.get("checks") or [] if chk.get("status") == ERROR), None)
+        sys.stderr.write("hydra-healthcheck: could not judge: %s\n" % (
+            "%s: %s" % (first.get("id"), sanitize(first.get("message"))) if first else "no check judged the node"))
     if not args["dry_run"]:
+        path = state.healthcheck_last(config["state_dir"])
         try:
-            _atomic.write_atomic(config["state_file"], json.dumps(record(result, decision, mode, node_name, drained, at),
-                                                                  indent=1, sort_keys=True))
+            _atomic.write_atomic(path, json.dumps(record(result, decision, mode, node_name, drained, at), indent=1, sort_keys=True))
         except OSError as exc:
-            sys.stderr.write("hydra-healthcheck: cannot write %s: %s\n" % (config["state_file"], exc))
+            sys.stderr.write("hydra-healthcheck: cannot write %s: %s\n" % (path, exc))
     return int(decision["exit_code"])

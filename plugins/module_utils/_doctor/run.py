@@ -23,10 +23,10 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import dcgm as dcgm_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import rvs as rvs_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import DEFAULT_COMMAND_TIMEOUT
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi, rocm_version
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, PASS, WARN, host_verdict
 
-HYDRA_VERSION = "0.1.0"
+HYDRA_VERSION = "0.2.0"
 
 # timeouts.total: the whole run's deadline. Well under the time an Ansible run is usually given for a task
 # (AWX/CI job limits, async windows, an operator's patience with one step of a fleet play): a host that hangs
@@ -66,6 +66,8 @@ def validate(only: Optional[Sequence[str]], exclude: Optional[Sequence[str]], ti
         if value not in accepted:
             raise DoctorInputError("expect.%s: %r is not one of %s" % (key, value, ", ".join(str(n) for n in accepted)))
     for label, patterns in (("only", only), ("exclude", exclude)):
+        if patterns is not None and (isinstance(patterns, str) or not all(isinstance(p, str) for p in patterns)):
+            raise DoctorInputError("%s: %r is not a list of check ids or prefixes" % (label, patterns))
         unknown = registry.unknown_patterns(CATALOGUE, patterns)
         if unknown:
             raise DoctorInputError(
@@ -83,7 +85,7 @@ def validate(only: Optional[Sequence[str]], exclude: Optional[Sequence[str]], ti
     for name, value in (timeouts or {}).items():
         if name not in DEFAULT_TIMEOUTS:
             raise DoctorInputError("timeouts: unknown probe %r; accepted: %s" % (name, ", ".join(sorted(DEFAULT_TIMEOUTS))))
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value <= 0:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
             raise DoctorInputError("timeouts.%s: %r is not a positive number of seconds" % (name, value))
 
 
@@ -208,6 +210,14 @@ def environment(envelopes: Mapping[str, Any]) -> dict[str, Any]:
     env["driver_version"] = smi.get("driver_version")
     env["cuda_driver_version"] = smi.get("cuda_version")
     env["gpus"] = [_gpu_facts(g, smi.get("driver_version")) for g in smi.get("gpus", [])]
+    amd = (envelopes.get("amd_smi") or {}).get("data") or {}
+    if not env["gpus"] and amd.get("gpus"):
+        # An AMD host (no NVIDIA GPU): the AMD inventory's GPUs, amdgpu driver and ROCm release, tagged by vendor.
+        env["gpu_vendor"] = "amd"
+        env["driver_version"] = amd.get("driver_version")
+        env["amdgpu_driver_kind"] = amd.get("driver_kind")
+        env["rocm_version"] = rocm_version.read_rocm_version()
+        env["gpus"] = [dict(_gpu_facts(g, amd.get("driver_version")), vendor="amd") for g in amd["gpus"]]
     torch = (envelopes.get("torch") or {}).get("data") or {}
     env["torch_version"] = torch.get("version")
     env["nccl_version"] = torch.get("nccl_version")

@@ -30,6 +30,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import state as doctor_state
+
 NORMAL = "NORMAL"
 DEGRADED = "DEGRADED"
 VIOLATED = "VIOLATED"
@@ -38,7 +40,7 @@ STATES = (NORMAL, DEGRADED, VIOLATED, COOLDOWN)
 
 STATE_FILE = "tenants.json"
 STATE_SCHEMA = 1
-DEFAULT_STATE_DIR = "/var/lib/continuum-hydra"
+DEFAULT_STATE_DIR = doctor_state.DEFAULT_STATE_DIR  # doctor's state_dir default (state.py), shared with the health check
 METRIC_SUFFIX = ".metric"
 METRIC_MAX_BYTES = 4096
 # cgroup_limits parent and group name of a bully hydra moved (tier 1).

@@ -15,6 +15,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -22,7 +23,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Callable, Optional, TypeVar, Union, cast
 
 T = TypeVar("T")
@@ -61,13 +62,23 @@ def run(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = 
     # LANG=C: output is parsed, so it must not be translated or localised.
     child_env = dict(os.environ, LANG="C", LC_ALL="C")
     child_env.update(env or {})
+    with _started(argv, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env) as proc:
+        try:
+            stdout, stderr = proc.communicate(input=input_text.encode() if input_text is not None else None, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            raise ProbeError("%s timed out after %ss" % (" ".join(argv), _fmt_seconds(timeout))) from None
+    return proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def _started(argv: Sequence[str], **popen: Any) -> Iterator["subprocess.Popen[bytes]"]:
+    """A child in its own session, so that a timeout kills its whole process group, known to the module's exit
+    cleanup while it runs. What cannot be executed is ProbeAbsent (not found) or ProbeError naming argv[0]."""
     become_subreaper()
     try:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env,
-            start_new_session=True,  # so a timeout kills the whole process group
-        )
+        proc = subprocess.Popen(argv, start_new_session=True, **popen)
     except FileNotFoundError:
         raise ProbeAbsent("%s: not found" % argv[0]) from None
     except PermissionError:
@@ -77,14 +88,10 @@ def run(argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = 
     with _LIVE_LOCK:
         _LIVE.add(proc.pid)
     try:
-        stdout, stderr = proc.communicate(input=input_text.encode() if input_text is not None else None, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_tree(proc)
-        raise ProbeError("%s timed out after %ss" % (" ".join(argv), _fmt_seconds(timeout))) from None
+        yield proc
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc.pid)
-    return proc.returncode, stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace")
 
 
 def run_to_file(argv: Sequence[str], timeout: Optional[float], log_path: str, cwd: Optional[str] = None,
@@ -95,27 +102,14 @@ def run_to_file(argv: Sequence[str], timeout: Optional[float], log_path: str, cw
     process's), not localised. ``timeout`` None or <= 0 means no deadline; at the deadline the whole process tree
     is killed as in run() and rc is None. ProbeAbsent/ProbeError when argv[0] cannot be executed.
     """
-    become_subreaper()
-    with open(log_path, "ab") as log:
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=cwd,
-                                    env=dict(env) if env is not None else None, start_new_session=True)
-        except FileNotFoundError:
-            raise ProbeAbsent("%s: not found" % argv[0]) from None
-        except PermissionError:
-            raise ProbeError("%s: permission denied" % argv[0]) from None
-        except OSError as exc:
-            raise ProbeError("%s: cannot execute (%s)" % (argv[0], exc)) from None
-        with _LIVE_LOCK:
-            _LIVE.add(proc.pid)
+    child_env = dict(env) if env is not None else None
+    with open(log_path, "ab") as log, _started(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                               cwd=cwd, env=child_env) as proc:
         try:
             rc = proc.wait(timeout=timeout if timeout and timeout > 0 else None)
         except subprocess.TimeoutExpired:
             _kill_tree(proc)
             return None, True
-        finally:
-            with _LIVE_LOCK:
-                _LIVE.discard(proc.pid)
         # The script is done; a background child it left in its process group must not outlive it.
         _kill_leftovers(proc.pid)
     return rc, False

@@ -6,7 +6,11 @@
 GPUs are sampled in-process through NVML when ``pynvml`` (nvidia-ml-py) is
 importable, else by ONE long-lived ``nvidia-smi --query-gpu=... -lms N``
 process whose CSV lines are read as they come: never one nvidia-smi spawn
-per sample (10-20 ms each). The CPU is sampled from /proc/stat (~75 us a
+per sample (10-20 ms each). On a host without nvidia-smi, AMD GPUs are
+sampled by ``amd-smi metric --json`` (else ``rocm-smi --showallinfo --json``)
+run once per interval in a reader thread, each call under its own deadline:
+neither tool has a streaming JSON mode, and one call takes longer than an
+NVML read (the interval stretches to the call's length, never overlaps). The CPU is sampled from /proc/stat (~75 us a
 read). Only cheap NVML calls are made (no process lists: those hold the
 driver lock for milliseconds).
 
@@ -26,7 +30,7 @@ import time
 from collections.abc import Iterable
 from typing import Any, Callable, Optional, Union
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, find_binary
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
 
 # NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
@@ -219,6 +223,8 @@ def summarize_gpu(index: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
     reasons: set[str] = set()
     for row in judged:
         reasons.update(decode_throttle(row.get("throttle_mask")))
+        if row.get("throttled"):
+            reasons.add("throttled")  # AMD: amd-smi's throttle_status says whether, not why
     reasons.discard("gpu_idle")
     utils = _values(rows, "util_pct")
     return {
@@ -389,9 +395,125 @@ class SmiSource:
             self.error = "nvidia-smi sampler produced no samples: %s" % first
 
 
+def amd_rows(inventory: dict[str, Any]) -> list[dict[str, Any]]:
+    """An AMD GPU inventory (_host.gpus.amd_smi / rocm_smi) -> sample rows; AMD's sm clock is the gfx clock."""
+    rows = []
+    for gpu in inventory.get("gpus") or []:
+        def part(section: str, key: str, gpu: dict[str, Any] = gpu) -> Any:
+            return (gpu.get(section) or {}).get(key)
+        rows.append(normalise_row({
+            "index": gpu.get("index"), "pci_bus_id": gpu.get("pci_bus_id"), "util_pct": part("utilization", "gpu_pct"),
+            "memory_used_mib": part("memory", "used_mib"), "power_w": part("power", "draw_w"),
+            "temperature_c": part("temperature", "gpu_c"), "sm_clock_mhz": part("clocks", "sm_mhz"),
+            "mem_clock_mhz": part("clocks", "memory_mhz"), "sm_clock_max_mhz": part("max_clocks", "sm_mhz"),
+            "pcie_gen": part("pcie", "gen_current"), "pcie_gen_max": part("pcie", "gen_max"),
+            "pcie_width": part("pcie", "width_current"), "pcie_width_max": part("pcie", "width_max"),
+            "throttled": part("clock_event_reasons", "throttled")}))
+    return rows
+
+
+class AmdSource:
+    """``amd-smi metric --json`` (or ``rocm-smi --showallinfo --json``) once per interval in a reader thread.
+
+    Each call has its own deadline (``call_timeout_s``); three failures in a row stop the sampling with the
+    error kept in ``error`` (the Sampler notes it). ``list --json`` is read once at open for the PCI addresses.
+    """
+
+    polled = False
+    MAX_FAILURES = 3
+
+    def __init__(self, binary: str, tool: str, interval_s: float, on_row: Callable[[float, dict[str, Any]], None],
+                 clock: Callable[[], float] = time.monotonic, call_timeout_s: Optional[float] = None) -> None:
+        self.name = tool
+        self._binary = binary
+        self._interval_s = interval_s
+        self._on_row = on_row
+        self._clock = clock
+        self.call_timeout_s = call_timeout_s or min(30.0, max(10.0, 3 * interval_s))
+        self._stop = threading.Event()
+        self._reader: Optional[threading.Thread] = None
+        self._bus_ids: dict[Any, Any] = {}
+        self._last_failure: Optional[str] = None
+        self.error: Optional[str] = None
+        self.rows = 0
+
+    def fetch(self) -> dict[str, Any]:
+        """One inventory from the tool; ProbeError when it fails, hangs past the deadline or writes garbage."""
+        from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi, rocm_smi
+
+        if self.name == "rocm-smi":
+            return rocm_smi.read_gpus(self._binary, self.call_timeout_s)
+        metric = amd_smi.run_json(self._binary, ["metric", "--json"], self.call_timeout_s)
+        try:
+            return amd_smi.parse_amd_smi("[]", metric)
+        except amd_smi.AmdSmiParseError as exc:
+            raise ProbeError("amd-smi metric returned unreadable JSON: %s" % exc) from None
+
+    def _read_bus_ids(self) -> None:
+        from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi
+
+        if self.name != "amd-smi":
+            return
+        try:
+            listing = amd_smi.gpu_list(amd_smi.load_json(amd_smi.run_json(self._binary, ["list", "--json"], self.call_timeout_s),
+                                                         "amd-smi list"), "amd-smi list")
+        except (ProbeError, ProbeAbsent, amd_smi.AmdSmiParseError):
+            return  # rows without a PCI address: the index still names the GPU
+        self._bus_ids = dict((item.get("gpu", position), item.get("bdf")) for position, item in enumerate(listing))
+
+    def open(self) -> None:
+        self._reader = threading.Thread(target=self._loop, name="hydra-%s-reader" % self.name)
+        self._reader.daemon = True
+        self._reader.start()
+
+    def _loop(self) -> None:
+        self._read_bus_ids()
+        failures = 0
+        while not self._stop.is_set():
+            started = self._clock()
+            try:
+                rows = amd_rows(self.fetch())
+            except (ProbeError, ProbeAbsent) as exc:
+                failures += 1
+                self._last_failure = str(exc)
+                if failures >= self.MAX_FAILURES:
+                    self.error = "%s sampler stopped after %d failed calls: %s" % (self.name, failures, exc)
+                    return
+                rows = []
+            else:
+                failures = 0
+            stamp = self._clock()
+            for row in rows:
+                if row["pci_bus_id"] is None:
+                    row["pci_bus_id"] = self._bus_ids.get(row["index"])
+                self.rows += 1
+                self._on_row(stamp, row)
+            self._stop.wait(max(0.0, self._interval_s - (self._clock() - started)))
+
+    def read(self) -> list[dict[str, Any]]:
+        return []
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._reader is not None:
+            self._reader.join(timeout=self.call_timeout_s + 5)
+        if self.rows == 0 and self.error is None:
+            self.error = "%s sampler produced no samples%s" % (self.name, ": " + self._last_failure if self._last_failure else "")
+
+
+def pick_amd_source(on_row: Callable[[float, dict[str, Any]], None], interval_s: float) -> Optional[AmdSource]:
+    """amd-smi, else rocm-smi, when on PATH (a host without nvidia-smi); None when neither is."""
+    for tool in ("amd-smi", "rocm-smi"):
+        binary = find_binary(tool)
+        if binary:
+            return AmdSource(binary, tool, interval_s, on_row)
+    return None
+
+
 def pick_gpu_source(on_row: Callable[[float, dict[str, Any]], None], interval_s: float, nvidia_smi_path: Optional[str] = None,
-                    nvml: Any = None) -> tuple[Optional[Union[NvmlSource, SmiSource]], list[str]]:
-    """NVML when pynvml imports and initialises, else nvidia-smi when found, else None (CPU only).
+                    nvml: Any = None) -> tuple[Optional[Union[NvmlSource, SmiSource, AmdSource]], list[str]]:
+    """NVML when pynvml imports and initialises, else nvidia-smi when found, else (no nvidia_smi_path given)
+    amd-smi or rocm-smi when on PATH, else None (CPU only).
 
     ``nvml`` replaces the pynvml module (tests); False skips NVML.
     """
@@ -403,7 +525,7 @@ def pick_gpu_source(on_row: Callable[[float, dict[str, Any]], None], interval_s:
             nvml = None
             notes.append("pynvml (nvidia-ml-py) is not installed: GPU telemetry falls back to nvidia-smi")
     if nvml:
-        source: Union[NvmlSource, SmiSource] = NvmlSource(nvml)
+        source: Union[NvmlSource, SmiSource, AmdSource] = NvmlSource(nvml)
         try:
             source.open()
             return source, notes
@@ -421,6 +543,11 @@ def pick_gpu_source(on_row: Callable[[float, dict[str, Any]], None], interval_s:
         except OSError as exc:
             notes.append("cannot start %s: %s" % (binary, exc))
     else:
+        amd = pick_amd_source(on_row, interval_s) if nvidia_smi_path is None else None
+        if amd is not None:
+            notes.append("no nvidia-smi: GPU telemetry from %s" % amd.name)
+            amd.open()
+            return amd, notes
         notes.append("no nvidia-smi: no GPU telemetry")
     return None, notes
 
@@ -428,7 +555,8 @@ def pick_gpu_source(on_row: Callable[[float, dict[str, Any]], None], interval_s:
 class Sampler:
     """Samples the CPU (and the GPUs through a source) every interval in a background thread."""
 
-    def __init__(self, interval_s: float = 1.0, gpu_source: Optional[Union[NvmlSource, SmiSource]] = None, proc_stat: str = "/proc/stat",
+    def __init__(self, interval_s: float = 1.0, gpu_source: Optional[Union[NvmlSource, SmiSource, AmdSource]] = None,
+                 proc_stat: str = "/proc/stat",
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.interval_s = interval_s
         self.gpu_source = gpu_source

@@ -4,8 +4,9 @@
 """profile's static profile: CPU, memory, storage, OS, runtime, GPUs, network, read once before any benchmark.
 
 It reads /proc and /sys (under ``root``, so tests lay out a fake tree) through _host, the GPUs through
-``nvidia-smi -q -x`` and the GPU/NIC/CPU topology through ``nvidia-smi topo -m``; what cannot be read becomes a
-note, never an error. The result keeps continuum-hydra's profile JSON shape.
+``nvidia-smi -q -x`` and the GPU/NIC/CPU topology through ``nvidia-smi topo -m``; on a host without nvidia-smi,
+the AMD GPUs through ``amd-smi`` (else ``rocm-smi``), with no topology (``nvidia-smi topo -m`` is NVIDIA's; a
+note says so); what cannot be read becomes a note, never an error. The result keeps continuum-hydra's profile JSON shape.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -252,8 +253,8 @@ def runtime_profile(inventory: Optional[Mapping[str, Any]], notes: Notes) -> dic
 
 
 def static_gpu(gpu: Mapping[str, Any]) -> dict[str, Any]:
-    """The profile's view of one GPU record (_host/gpus/__init__.py's shape)."""
-    return {
+    """The profile's view of one GPU record (_host/gpus/__init__.py's shape); AMD GPUs say so (vendor)."""
+    out: dict[str, Any] = {
         "index": gpu.get("index"), "name": gpu.get("name"), "uuid": gpu.get("uuid"), "pci_bus_id": gpu.get("pci_bus_id"),
         "architecture": gpu.get("architecture"),
         "memory_total_mib": (gpu.get("memory") or {}).get("total_mib"),
@@ -262,6 +263,9 @@ def static_gpu(gpu: Mapping[str, Any]) -> dict[str, Any]:
         "max_clocks": dict((key, (gpu.get("max_clocks") or {}).get(key)) for key in ("sm_mhz", "memory_mhz")),
         "sku": (_host_analysis.find_sku(gpu.get("name")) or {}).get("id"),
     }
+    if gpu.get("vendor") == "amd":
+        out["vendor"] = "amd"
+    return out
 
 
 def parse_topology(text: Optional[str]) -> Optional[dict[str, Any]]:
@@ -286,8 +290,20 @@ def placement_scores(topology: Optional[Mapping[str, Any]], options: Mapping[str
 
 
 def read_gpus_of(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The GPU inventory from ``nvidia-smi -q -x`` (options nvidia_smi_path and timeouts.nvidia_smi)."""
-    return read_gpus(find_nvidia_smi(options.get("nvidia_smi_path")), options["timeouts"]["nvidia_smi"])
+    """The GPU inventory from ``nvidia-smi -q -x`` (options nvidia_smi_path and timeouts.nvidia_smi); with no
+    nvidia-smi on PATH (and no nvidia_smi_path), the AMD inventory from amd-smi, else rocm-smi (vendor "amd")."""
+    try:
+        binary = find_nvidia_smi(options.get("nvidia_smi_path"))
+    except _command.ProbeAbsent as absent:
+        from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi, rocm_smi
+
+        amd, rocm = _command.find_binary("amd-smi"), _command.find_binary("rocm-smi")
+        if amd:
+            return amd_smi.read_gpus(amd, options["timeouts"]["nvidia_smi"])
+        if rocm:
+            return rocm_smi.read_gpus(rocm, options["timeouts"]["nvidia_smi"])
+        raise _command.ProbeAbsent("%s; amd-smi and rocm-smi not on PATH either" % absent) from None
+    return read_gpus(binary, options["timeouts"]["nvidia_smi"])
 
 
 def _gpu_inventory(options: Mapping[str, Any], read: GpuReader) -> tuple[Optional[Mapping[str, Any]], Optional[str]]:
@@ -309,6 +325,9 @@ def gpu_profile(options: Mapping[str, Any], notes: Notes,
         return [], None, None
     data = inventory or {}
     topology = None
+    if data.get("vendor") == "amd":
+        notes.append("GPU topology not read: nvidia-smi topo -m is NVIDIA's, and these GPUs are AMD (%s)" % data.get("source"))
+        return [static_gpu(gpu) for gpu in data.get("gpus", [])], data.get("driver_version"), topology
     try:
         rc, out, err = _command.run([find_nvidia_smi(options.get("nvidia_smi_path")), "topo", "-m"], options["timeouts"]["nvidia_smi"])
         if rc == 0:

@@ -18,6 +18,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._atomic import wri
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_json_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate.vendor import skip_on_amd
 
 Row = dict[str, Any]  # one nvidia-smi csv row by key
 Gpu = dict[str, Any]  # parse_state(): one GPU's settings
@@ -264,6 +265,7 @@ class GpuSettingsWorker(Worker):
         self.desired = {name: self.params[name] for name in SETTINGS}
         self.record_path: str = self.params["locked_clocks_record"]
         self.record = read_record(self.record_path)
+        skip_on_amd(module, "gpu_settings", self.params["nvidia_smi_path"])
         self.smi = NvidiaSmiCli(module)
 
     def read_gpus(self) -> list[Gpu]:

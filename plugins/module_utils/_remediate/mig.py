@@ -16,6 +16,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.gpu_settings import GpuSettingsError, parse_csv, query_args, select
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate.vendor import skip_on_amd
 
 Gpu = dict[str, Any]  # parse_modes(): {index, uuid, pci_bus_id, mig_current, mig_pending}
 Instance = dict[str, Any]  # parse_gpu_instances(): {gpu, profile, profile_id, instance_id, placement}
@@ -186,6 +187,7 @@ class MigWorker(Worker):
 
     def __init__(self, module: Any) -> None:
         super().__init__(module)
+        skip_on_amd(module, "mig", self.params["nvidia_smi_path"])
         self.smi = NvidiaSmiCli(module)
 
     def read_all(self) -> dict[str, Any]:

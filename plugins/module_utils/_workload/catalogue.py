@@ -129,6 +129,8 @@ def _load_dynamic(path: str, dirname: str) -> list[CustomModel]:
                     sys.modules.pop(name, None)
                 else:
                     sys.modules[name] = previous
+    if not isinstance(listed, (list, tuple)) and listed is not None:
+        raise CatalogueError("%s: list_models() returned %s; a list of CustomModel objects is expected" % (path, type(listed).__name__))
     models = []
     for model in listed or []:
         if not isinstance(model, CustomModel):
@@ -165,6 +167,10 @@ class Catalogue:
             if "models.json" in files:
                 for entry in _load_json_list(os.path.join(folder, "models.json")):
                     entry = dict(entry)
+                    for key in ("dockerfile", "scripts"):
+                        if not isinstance(entry.get(key, ""), str):
+                            raise CatalogueError("%s: model %s: %s %r is not a string path" % (
+                                os.path.join(folder, "models.json"), entry["name"], key, entry[key]))
                     entry["name"] = dirname + "/" + entry["name"]
                     entry["dockerfile"] = os.path.normpath(os.path.join("scripts", dirname, entry.get("dockerfile", "")))
                     entry["scripts"] = os.path.normpath(os.path.join("scripts", dirname, entry.get("scripts", "")))
@@ -249,8 +255,9 @@ def resolve_timeout(requested: Optional[int], model_timeout: Any) -> Optional[in
     if limit == 0:
         return None
     try:
-        model_value = int(model_timeout)
-    except (TypeError, ValueError):
+        # A bool is not a number of seconds (true would be a 1 s limit); inf and NaN are no limit a run can keep.
+        model_value = 0 if isinstance(model_timeout, bool) else int(model_timeout)
+    except (TypeError, ValueError, OverflowError):
         model_value = 0
     if limit == DEFAULT_TIMEOUT and model_value > 0:
         return model_value

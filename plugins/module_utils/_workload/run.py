@@ -20,6 +20,7 @@ import csv
 import datetime
 import glob
 import json
+import math
 import os
 import re
 import shlex
@@ -53,7 +54,7 @@ GPU_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
 PERFORMANCE_LINE = re.compile(
     r"performance:\s+([+\-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+\-]?[0-9]+)?)(?:,?\s*/[a-zA-Z]+\s*,?|,)?\s+([^\s,]+)")
 # Fallback madengine accepts: a HuggingFace Trainer summary.
-HF_SAMPLES_LINE = re.compile(r"train_samples_per_second['\"\s:=]+([0-9][0-9.eE+-]*)")
+HF_SAMPLES_LINE = re.compile(r"train_samples_per_second['\"\s:=]+([0-9]+(?:\.[0-9]*)?(?:[eE][+\-]?[0-9]+)?)")
 # madengine's default log error patterns: any of them in the log fails a run that printed a performance.
 ERROR_PATTERNS = ("OutOfMemoryError", "HIP out of memory", "CUDA out of memory", "RuntimeError:", "AssertionError:",
                   "ValueError:", "SystemExit", "failed (exitcode:", "Traceback (most recent call last)", "FAILED",
@@ -81,6 +82,19 @@ def parse_performance(log_text: str) -> Optional[tuple[str, str]]:
     match = HF_SAMPLES_LINE.search(log_text)
     if match:
         return match.group(1), "samples_per_second"
+    return None
+
+
+def performance_problem(value: Optional[str]) -> Optional[str]:
+    """Why a printed performance is no measurement (empty, not a number, NaN, infinite, negative), None when it is one."""
+    if not value:
+        return "empty performance"
+    try:
+        number = float(value)
+    except ValueError:
+        return "performance %r is not a number" % value[:40]
+    if not math.isfinite(number) or number < 0:
+        return "performance %r is not a finite number >= 0" % value[:40]
     return None
 
 
@@ -114,13 +128,16 @@ def log_tail(data: bytes, lines: int) -> list[str]:
 def parse_multiple_results(text: str) -> tuple[Optional[list[dict[str, str]]], Optional[str]]:
     """Rows of a multiple_results CSV (keys stripped) or (None, why it is unusable), madengine's rules."""
     reader = csv.DictReader(text.splitlines())
-    if reader.fieldnames is None:
-        return None, "the CSV is empty"
-    reader.fieldnames = [name.strip() for name in reader.fieldnames]
-    missing = [name for name in ("model", "performance", "metric") if name not in reader.fieldnames]
-    if missing:
-        return None, "the CSV has no %s column" % ", ".join(missing)
-    rows = [{key: (value or "").strip() for key, value in row.items() if key is not None} for row in reader]
+    try:
+        if reader.fieldnames is None:
+            return None, "the CSV is empty"
+        reader.fieldnames = [name.strip() for name in reader.fieldnames]
+        missing = [name for name in ("model", "performance", "metric") if name not in reader.fieldnames]
+        if missing:
+            return None, "the CSV has no %s column" % ", ".join(missing)
+        rows = [{key: (value or "").strip() for key, value in row.items() if key is not None} for row in reader]
+    except csv.Error as exc:
+        return None, "the CSV cannot be read: %s" % exc
     if not any(row.get("performance") for row in rows):
         return None, "no row of the CSV has a performance value"
     return rows, None
@@ -410,9 +427,10 @@ class Runner:
         found = parse_performance(log_text)
         if found is None:
             return [_row(name, args, FAILURE, reason="no 'performance: <number> <metric>' line in the log", **base)]
-        if error:
-            return [_row(name, args, FAILURE, performance=found[0], metric=found[1], reason="error pattern in the log: " + error,
-                         **base)]
+        problem = performance_problem(found[0])
+        if error or problem:
+            reason = "error pattern in the log: " + error if error else str(problem)
+            return [_row(name, args, FAILURE, performance=found[0], metric=found[1], reason=reason, **base)]
         return [_row(name, args, SUCCESS, performance=found[0], metric=found[1], **base)]
 
     def _multiple_rows(self, model: dict[str, Any], args: str, workspace: str, run_dir: str, base: dict[str, Any],
@@ -422,14 +440,18 @@ class Runner:
         path = next((p for p in (os.path.join(workspace, filename), os.path.join(run_dir, filename)) if os.path.isfile(p)), None)
         if path is None:
             return [_row(name, args, FAILURE, reason="multiple_results file %s was not written" % filename, **base)]
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            rows, problem = parse_multiple_results(handle.read())
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                rows, problem = parse_multiple_results(handle.read())
+        except OSError as exc:
+            rows, problem = None, "cannot be read: %s" % exc.strerror
         if rows is None:
             return [_row(name, args, FAILURE, reason="multiple_results %s: %s" % (filename, problem), **base)]
         out = []
         for row in rows:
-            status = SUCCESS if row.get("performance") and not error else FAILURE
-            reason = None if status == SUCCESS else ("error pattern in the log: " + error if error else "empty performance")
+            problem = performance_problem(row.get("performance"))
+            status = SUCCESS if not (error or problem) else FAILURE
+            reason = None if status == SUCCESS else ("error pattern in the log: " + error if error else problem)
             extra = {key: value for key, value in row.items() if key not in ("model", "performance", "metric")}
             out.append(_row("%s_%s" % (name, row.get("model", "")), args, status, performance=row.get("performance") or None,
                             metric=row.get("metric") or None, reason=reason, extra=extra, **base))

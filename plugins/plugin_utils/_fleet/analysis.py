@@ -24,6 +24,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.env_drift i
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.error_counters import analyse_error_counters
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts import host_facts
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_records
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import DEFAULT_THRESHOLD, analyse_placement
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, OPTIONAL_STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers, merge_history
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import BATCH_FIGURE, analyse_workloads, batch_profiles
@@ -56,7 +57,7 @@ class AnalysisOptions:
                  expected: Optional[dict[str, Any]] = None, straggler_rule: Optional[Mapping[str, float]] = None,
                  batch: Optional[Mapping[str, Any]] = None, history: Optional[Iterable[Mapping[str, Any]]] = None,
                  history_rule: Optional[Mapping[str, float]] = None, problems: Iterable[str] = (),
-                 straggler_history_runs: Optional[int] = None) -> None:
+                 straggler_history_runs: Optional[int] = None, placement_threshold: float = DEFAULT_THRESHOLD) -> None:
         self.class_groups = list(class_groups or ())
         self.host_groups = host_groups or {}
         self.expected = expected            # parsed expected-versions file (drift.parse_expected) or None
@@ -69,6 +70,7 @@ class AnalysisOptions:
         self.history = history              # iterable of earlier snapshots, oldest first; None: no history
         self.history_rule = history_rule
         self.problems = list(problems)      # one-line problems found on the way (bad settings, unreadable files)
+        self.placement_threshold = placement_threshold  # GPUs with a placement score under it are listed (placement.py)
         self.current_snapshot: Optional[dict[str, Any]] = None        # set by analyse(): this run's history snapshot, for the caller to save
 
 
@@ -138,6 +140,9 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
     workloads = analyse_workloads(hosts, host_class)
     if workloads is not None:
         report["workloads"] = workloads
+    placement = analyse_placement(hosts, host_class, options.placement_threshold)
+    if placement is not None:
+        report["placement"] = placement
     if options.batch:
         metric = options.batch.get("metric") or DEFAULT_METRIC
         # A workload's name (HYDRA_BATCH_METRIC=train_step): its measured throughput instead of a profile figure.

@@ -3,7 +3,9 @@
 
 """Hardware classes: the peer groups drift and stragglers are judged in (pure).
 
-Automatic classes group hosts by GPU model x GPU count, CPU model and memory size bucket. With
+Automatic classes group hosts by GPU vendor and model x GPU count, CPU model and memory size bucket
+("8x AMD Instinct MI300X": a GPU name without its vendor's word gets it, so an AMD and an NVIDIA host never share
+a class; nvidia-smi names such as "Tesla T4" keep their name, as before vendors were told apart). With
 ``class_groups`` the user names inventory groups instead: a host's class is the first of those
 groups it belongs to, and hosts in none of them fall back to the automatic class.
 
@@ -35,19 +37,31 @@ def memory_bucket_gib(memory_bytes: Optional[float]) -> Optional[int]:
     return min(MEMORY_LADDER_GIB, key=lambda size: abs(math.log(size) - gib))
 
 
+# Vendors whose word a class's GPU part must contain (fleet facts' gpu_vendor -> word).
+VENDOR_WORDS = {"amd": "AMD"}
+
+
+def vendor_model(facts: Mapping[str, Any]) -> str:
+    """The GPU model with its vendor's word where the name lacks it (an AMD GPU's sysfs name, a renamed board)."""
+    model = facts["gpu_model"]
+    word = VENDOR_WORDS.get(facts.get("gpu_vendor") or "")
+    return "%s %s" % (word, model) if word and word not in model.upper().split() else model
+
+
 def hardware_key(facts: Facts) -> Optional[tuple[str, str, str]]:
-    """(gpu part, cpu part, memory part) of a host, or None when its GPUs are unknown (nvidia-smi failed)."""
+    """(gpu part, cpu part, memory part) of a host, or None when its GPUs are unknown (the GPU tool failed)."""
     if facts is None or facts["gpu_model"] is None:
         return None
     bucket = memory_bucket_gib(facts["memory_total_bytes"])
-    gpus = facts["gpu_model"] if not facts["gpu_count"] else "%dx %s" % (facts["gpu_count"], facts["gpu_model"])
+    model = vendor_model(facts)
+    gpus = model if not facts["gpu_count"] else "%dx %s" % (facts["gpu_count"], model)
     return (gpus, facts["cpu_model"] or "unknown CPU", "%s GiB" % bucket if bucket else "unknown memory")
 
 
 def family_key(facts: Facts) -> Optional[tuple[str, str, str]]:
     """The hardware key without the GPU count: the peers a host's GPU count is compared with."""
     key = hardware_key(facts)
-    return None if key is None or facts is None else (facts["gpu_model"], key[1], key[2])
+    return None if key is None or facts is None else (vendor_model(facts), key[1], key[2])
 
 
 def class_name(key: Iterable[str]) -> str:
@@ -81,11 +95,11 @@ def classify(facts_by_host: Mapping[str, Facts], host_groups: Optional[Mapping[s
         host_class[host] = name
         info = classes.get(name)
         if info is None:
-            info = classes[name] = {"basis": basis, "hosts": [], "gpu_model": None, "gpu_count": None, "cpu_model": None,
-                                    "memory_gib": None}
+            info = classes[name] = {"basis": basis, "hosts": [], "gpu_vendor": None, "gpu_model": None, "gpu_count": None,
+                                    "cpu_model": None, "memory_gib": None}
             if facts is not None and basis == HARDWARE:
-                info.update(gpu_model=facts["gpu_model"], gpu_count=facts["gpu_count"], cpu_model=facts["cpu_model"],
-                            memory_gib=memory_bucket_gib(facts["memory_total_bytes"]))
+                info.update(gpu_vendor=facts.get("gpu_vendor"), gpu_model=facts["gpu_model"], gpu_count=facts["gpu_count"],
+                            cpu_model=facts["cpu_model"], memory_gib=memory_bucket_gib(facts["memory_total_bytes"]))
         info["hosts"].append(host)
     return host_class, dict((name, classes[name]) for name in sorted(classes))
 

@@ -39,7 +39,7 @@ MODE_FIELDS = ("persistence_mode", "ecc_mode", "mig_mode")
 
 # The configuration fields drift compares, in report order. gpu_count is judged among the hosts of
 # the same GPU model, CPU and memory (classes also split on GPU count).
-DRIFT_FIELDS = ("gpu_count", "driver_version", "cuda_driver_version", "vbios_version", "kernel", "torch_version",
+DRIFT_FIELDS = ("gpu_count", "driver_version", "cuda_driver_version", "rocm_version", "vbios_version", "kernel", "torch_version",
                 "nccl_version", "nccl_env", "persistence_mode", "ecc_mode", "mig_mode", "pcie_gen", "pcie_width")
 PER_GPU_FIELDS = tuple(f for f in DRIFT_FIELDS if f in GPU_FIELD_SOURCES)
 FACT_CHECKS = frozenset(["pytorch.installed", "pytorch.cuda_version", "cuda.torch_cuda_version", "nccl.torch_backend",
@@ -151,6 +151,12 @@ def gpu_model(gpus: Iterable[Mapping[str, Any]]) -> str:
     return " + ".join(names) if names else NO_GPU
 
 
+def gpu_vendor(gpus: Iterable[Mapping[str, Any]]) -> Optional[str]:
+    """The GPU vendor of a host: "amd" or "nvidia" (records without a vendor are nvidia-smi's), joined when mixed."""
+    vendors = sorted(set(text(g.get("vendor")) or "nvidia" for g in gpus))
+    return " + ".join(vendors) if vendors else None
+
+
 def host_facts(entry: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """Hardware and configuration facts of one fleet report host entry (None when it has no data at all)."""
     doctor = entry.get("doctor") if isinstance(entry.get("doctor"), dict) else None
@@ -166,10 +172,12 @@ def host_facts(entry: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     facts: dict[str, Any] = {
         "gpu_model": gpu_model(gpus),
         "gpu_count": len(gpus),
+        "gpu_vendor": gpu_vendor(gpus),
         "cpu_model": text(environment.get("cpu_model")),
         "memory_total_bytes": memory if isinstance(memory, (int, float)) and not isinstance(memory, bool) else None,
         "driver_version": text(environment.get("driver_version")),
         "cuda_driver_version": text(environment.get("cuda_driver_version")),
+        "rocm_version": text(environment.get("rocm_version")),
         "kernel": text(environment.get("kernel")),
         "torch_version": text(environment.get("torch_version") or _torch_version(details, env_setup)),
         "nccl_version": text(environment.get("nccl_version") or details.get("nccl.torch_backend", (None, {}))[1].get("nccl_version")),

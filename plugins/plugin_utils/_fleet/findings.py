@@ -49,6 +49,8 @@ LADDER = {
     2: "reboot the host (the GPU reset did not hold)",
     3: "drain the host and open a hardware ticket (RMA) with the GPU's evidence",
 }
+# Level 1 for an AMD GPU (the doctor check names it with vendor "amd"): the amd-smi reset.
+AMD_RESET = "reset the GPU (drain its jobs, then amd-smi reset --gpureset --gpu <index>)"
 
 Key = tuple[str, str, str]
 
@@ -82,6 +84,8 @@ def _sightings(report: Mapping[str, Any]) -> Iterable[tuple[str, Optional[str], 
 
 
 def _new(host: str, chk: Mapping[str, Any], gpu: Optional[Mapping[str, Any]], boot: Optional[str], now: str) -> dict[str, Any]:
+    if gpu and gpu.get("vendor") == "amd":
+        return dict(_new(host, chk, None, boot, now), gpu_uuid=gpu["uuid"], gpu_index=gpu.get("index"), gpu_vendor="amd")
     return {"host": host, "check_id": chk["id"], "gpu_uuid": gpu["uuid"] if gpu else None,
             "gpu_index": gpu.get("index") if gpu else None, "status": chk["status"], "message": chk.get("message") or "",
             "first_seen": now, "last_seen": now, "times_seen": 0, "open": True, "acknowledged": None,
@@ -100,7 +104,8 @@ def escalation(finding: Mapping[str, Any]) -> Optional[dict[str, Any]]:
             why += " (seen after %d reboots since %s)" % (len(reboots), str(finding.get("first_seen") or "")[:10])
     else:
         why = "%s first seen %s; not seen after a reboot yet" % (finding["check_id"], str(finding.get("first_seen") or "")[:10])
-    return {"level": level, "action": LADDER[level], "why": why}
+    action = AMD_RESET if level == 1 and finding.get("gpu_vendor") == "amd" else LADDER[level]
+    return {"level": level, "action": action, "why": why}
 
 
 def _parse_time(text: Any) -> Optional[datetime.datetime]:

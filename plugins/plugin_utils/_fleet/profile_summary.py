@@ -15,6 +15,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 from collections.abc import Mapping
 from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.topology import rdma_name
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import (
     BENCH_OK,
     GPU_BENCHMARK,
@@ -30,6 +31,20 @@ TOP = 3
 def _section(result: Mapping[str, Any], key: str) -> dict[str, Any]:
     value = result.get(key)
     return value if isinstance(value, dict) else {}
+
+
+def placement(result: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """The static profile's placement score per GPU column (gpu_topology.placement), the NIC by its RDMA name:
+    {"GPU0": {score, nearest_nic, nic_link}}; None without one (_fleet/placement.py reads it)."""
+    topology = _section(result, "static_profile").get("gpu_topology")
+    if not isinstance(topology, dict):
+        return None
+    scores = topology.get("placement")
+    if not isinstance(scores, dict) or not scores:
+        return None
+    return dict((str(gpu), {"score": p.get("score"), "nic_link": p.get("nic_link"),
+                            "nearest_nic": rdma_name(topology, p["nearest_nic"]) if p.get("nearest_nic") else None})
+                for gpu, p in scores.items() if isinstance(p, dict))
 
 
 def profile_summary(result: object) -> Optional[dict[str, Any]]:
@@ -73,4 +88,5 @@ def profile_summary(result: object) -> Optional[dict[str, Any]]:
         "benchmark_status": {key: (value or {}).get("status") for key, value in sorted(result["benchmarks"].items())},
         "figures": figures,
         "gpus": gpus,
+        "placement": placement(result),
     }

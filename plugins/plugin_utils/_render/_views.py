@@ -197,3 +197,44 @@ def workload_failure_rows(report: Mapping[str, Any]) -> list[WorkloadFailureRow]
             rows.append((key, failure["host"], failure["class"], str(failure["status"]), str(failure["reason"] or ""),
                          (failure.get("log") or [""])[-1]))
     return rows
+
+
+# (host, class, lowest score, [(gpu, score, nearest NIC and link "mlx5_0 SYS" or "-")]) for hosts with GPUs below
+PlacementRow = tuple[str, Optional[str], float, list[tuple[str, float, str]]]
+
+
+def placement(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's ``placement`` section (_fleet/placement.py), {} when no host has a placement score."""
+    return report.get("placement") or {}
+
+
+def placement_rows(report: Mapping[str, Any]) -> list[PlacementRow]:
+    """One row per host with a GPU below the threshold, lowest score first: its GPUs below, each with its nearest NIC."""
+    section = placement(report)
+    per_host: dict[str, list[tuple[str, float, str]]] = {}
+    for item in section.get("below") or []:
+        nic = " ".join(str(v) for v in (item.get("nearest_nic"), item.get("nic_link")) if v) or "-"
+        per_host.setdefault(item["host"], []).append((item["gpu"], item["score"], nic))
+    hosts = section.get("hosts") or {}
+    return sorted(((host, hosts[host]["class"], hosts[host]["lowest"], gpus) for host, gpus in per_host.items()),
+                  key=lambda r: (r[2], r[0]))
+
+
+def placement_line(report: Mapping[str, Any]) -> str:
+    """One sentence: hosts with GPUs below the threshold, the worst GPU, the class medians, hosts left unscored."""
+    section = placement(report)
+    if not section:
+        return ""
+    rows = placement_rows(report)
+    scored = len(section["hosts"])
+    text = "GPU placement: %d of %d scored host%s with GPUs below %s" % (
+        len(rows), scored, "" if scored == 1 else "s", number(section["threshold"]))
+    if rows:
+        gpu, score, nic = rows[0][3][0]
+        text += " (lowest: %s %s %s, nearest NIC %s)" % (rows[0][0], gpu, number(score), nic)
+    medians = ", ".join("%s %s" % (klass, number(c["median"])) for klass, c in sorted(section["classes"].items()))
+    if medians:
+        text += "; class median %s" % medians
+    if section["unscored"]:
+        text += "; %d host%s not scored" % (len(section["unscored"]), "" if len(section["unscored"]) == 1 else "s")
+    return text

@@ -209,6 +209,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         yield "<p>No stragglers.</p>\n"
     yield "</section>\n"
     yield from _workloads(report)
+    yield from _placement(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -286,6 +287,25 @@ def _with_blocked(report: Mapping[str, Any], host: str, check_ids: Iterable[str]
     """Check ids, a root cause with how many checks it blocked: "driver.nvidia_smi (blocked 19 checks)"."""
     blocked = views.blocked_counts(report, host)
     return ["%s (%s)" % (cid, views.blocked_phrase(blocked[cid])) if blocked.get(cid) else cid for cid in check_ids]
+
+
+def _placement(report: Mapping[str, Any]) -> Iterator[str]:
+    """The hosts with GPUs below the placement threshold, their GPUs and nearest NIC."""
+    line = views.placement_line(report)
+    if not line:
+        return
+    yield '<section id="placement"><h2>GPU placement</h2>\n<p>%s.</p>\n' % esc(line)
+    rows = views.placement_rows(report)
+    if rows:
+        yield from _table(["host", "class", "lowest", "GPUs below (score, nearest NIC and link)"], (
+            (' data-host="%s"' % esc(h), [_td(h), _td(c), _td(views.number(low), True),
+                                          _td(", ".join("%s %s (%s)" % (g, views.number(s), n) for g, s, n in gpus))])
+            for h, c, low, gpus in rows), "placement-table")
+    unscored = views.placement(report)["unscored"]
+    if unscored:
+        yield from _table(["host", "not scored because"], (
+            (' data-host="%s"' % esc(u["host"]), [_td(u["host"]), _td(u["reason"])]) for u in unscored))
+    yield "</section>\n"
 
 
 def _workloads(report: Mapping[str, Any]) -> Iterator[str]:

@@ -144,6 +144,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     else:
         yield "No stragglers.\n\n"
     yield from _workloads(report)
+    yield from _placement(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -189,6 +190,22 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
             yield from _table(["host", "batch", "per GPU"], (
                 [md(host), str(entry["batch_size"]), md(" ".join(str(g["batch_size"]) for g in entry["gpus"]))]
                 for host, entry in sorted(plan["hosts"].items())))
+
+
+def _placement(report: Mapping[str, Any]) -> Iterator[str]:
+    """The hosts with GPUs below the placement threshold, their GPUs and nearest NIC (none of it without scores)."""
+    line = views.placement_line(report)
+    if not line:
+        return
+    yield "## GPU placement\n\n%s.\n\n" % md(line, cell=False, line_start=True)
+    rows = views.placement_rows(report)
+    if rows:
+        yield from _table(["host", "class", "lowest", "GPUs below (score, nearest NIC and link)"], (
+            [md(h), md(c) if c else "-", md(views.number(low)), md(", ".join("%s %s (%s)" % (g, views.number(s), n) for g, s, n in gpus))]
+            for h, c, low, gpus in rows))
+    unscored = views.placement(report)["unscored"]
+    if unscored:
+        yield from _table(["host", "not scored because"], ([md(u["host"]), md(u["reason"])] for u in unscored))
 
 
 def _workloads(report: Mapping[str, Any]) -> Iterator[str]:

@@ -173,6 +173,12 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         families.append(("workload_straggler", "1 when the host's workload performance is a straggler of its class.",
                          ((_run([("host", r["host"]), ("workload", r["workload"]), ("class", r["class"])], r), int(r["straggler"]))
                           for r in results if r["value"] is not None)))
+    placed = views.placement(report).get("hosts") or {}
+    if placed:
+        families.append(("gpu_placement_score", "GPU placement score, 0 to 100 (NUMA and PCIe distance to the nearest NIC and "
+                         "to the job's CPUs; docs/topology.md).",
+                         (([("host", host), ("gpu", g["gpu"])], g["score"]) for host, entry in sorted(placed.items())
+                          for g in entry["gpus"] if g["score"] is not None)))
     history = analysis.get("history") or {}
     if history:
         families.append(("repeat_offender_runs", "Runs of the retained history in which this GPU or host failed.",

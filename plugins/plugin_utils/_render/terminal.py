@@ -91,6 +91,9 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
             lines.append(("  ... and %d more" % (len(findings) - MAX_ACTIONS_SHOWN), None))
     lines.extend(_analysis_lines(report))
     lines.extend(_workload_lines(report))
+    placement = views.placement_line(report)
+    if placement:
+        lines.append((placement, _COLOURS[WARN] if views.placement_rows(report) else None))
     for path in paths:
         lines.append(("Report: %s" % path, None))
     evidence = report.get("evidence") or []

@@ -13,6 +13,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, Optional
@@ -22,7 +23,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.reg
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.levels import DEEP
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import skus
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN, worst
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_OK, SKIP, WARN, worst
 
 MATMUL_MIN_FRACTION = _expect.key("matmul_min_fraction")
 GPU_MEMORY_MIN_FRACTION = _expect.key("gpu_memory_bandwidth_min_fraction")
@@ -41,6 +42,7 @@ TOLERANCE = {"fp32": 1e-3, "bf16": 3e-2}
 
 GPU_PROBE = "gpu_active"
 MEMORY_PROBE = "memory_active"
+SMI_PROBE = "nvidia_smi"  # the host's GPUs, to tell a GPU the worker never measured
 
 
 def _gpus(probes: Probes) -> list[dict[str, Any]]:
@@ -53,6 +55,54 @@ def _not_run(probes: Probes) -> list[str]:
 
 def _label(gpu: Mapping[str, Any]) -> str:
     return "GPU %s (%s)" % (gpu.get("index"), gpu.get("uuid") or gpu.get("pci_bus_id") or gpu.get("name"))
+
+
+def _figure(value: Any) -> Optional[float]:
+    """A measured figure as a float; None for anything else (missing, a bool, a string, NaN, an infinity)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _not_a_figure(value: Any) -> bool:
+    """A figure the worker wrote that is a number but not a measurement (NaN, an infinity): never judged healthy."""
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def _bus_key(bus_id: Any) -> Optional[tuple[int, str]]:
+    """A PCI bus id in either spelling (nvidia-smi's 00000000:18:00.0, sysfs' 0000:18:00.0) -> (domain, rest)."""
+    parts = str(bus_id or "").strip().lower().split(":", 1)
+    try:
+        return (int(parts[0], 16), parts[1]) if len(parts) == 2 else None
+    except ValueError:
+        return None
+
+
+def _uuid_key(uuid: Any) -> Optional[str]:
+    text = str(uuid or "").strip().lower()
+    return text[4:] if text.startswith("gpu-") else text or None
+
+
+def _unmeasured(probes: Probes) -> list[tuple[str, str]]:
+    """(ERROR, message) for each GPU nvidia-smi lists that the worker's answer leaves out (torch saw fewer GPUs:
+    one lost to CUDA, or hidden by CUDA_VISIBLE_DEVICES). Matched by UUID or PCI bus id, else by count."""
+    envelope = probes.get(SMI_PROBE) or {}
+    if envelope.get("status") != READ_OK:
+        return []
+    listed = [gpu for gpu in (envelope.get("data") or {}).get("gpus") or [] if isinstance(gpu, Mapping)]
+    measured = _gpus(probes)
+    uuids = set(_uuid_key(gpu.get("uuid")) for gpu in measured) - {None}
+    buses = set(_bus_key(gpu.get("pci_bus_id")) for gpu in measured) - {None}
+    if uuids or buses:
+        missing = [gpu for gpu in listed
+                   if _uuid_key(gpu.get("uuid")) not in uuids and _bus_key(gpu.get("pci_bus_id")) not in buses]
+    else:
+        missing = listed[len(measured):]
+    if not missing:
+        return []
+    return [(ERROR, "%s: listed by nvidia-smi, not measured by the worker (torch saw %d of %d GPUs; "
+                    "CUDA_VISIBLE_DEVICES or a GPU lost to CUDA)" % (_label(gpu), len(measured), len(listed)))
+            for gpu in missing]
 
 
 def _failed_step(value: Any) -> Optional[str]:
@@ -74,7 +124,7 @@ def expected_figure(gpu: Mapping[str, Any], key: str, peers: Sequence[Mapping[st
     """The figure a GPU should reach: the SKU table's, else the best GPU of the same model here (None with 1 GPU)."""
     if sku_figure:
         return sku_figure, sku_source
-    same = [float(p[key]) for p in peers if p.get("name") == gpu.get("name") and isinstance(p.get(key), (int, float))]
+    same = [float(p[key]) for p in peers if p.get("name") == gpu.get("name") and _figure(p.get(key)) is not None]
     if len(same) >= 2:
         return max(same), "the best %s on this host (no SKU figure)" % gpu.get("name")
     return None, "no SKU figure for %s and no peer of the same model" % gpu.get("name")
@@ -140,7 +190,7 @@ def _bitwise_outliers(gpus: Sequence[Mapping[str, Any]], precision: str) -> list
 
 
 @check("gpu.matmul_consistency", "Same seeded matmul on every GPU: results agree, TFLOP/s as expected",
-       requires=(GPU_PROBE,), level=DEEP)
+       requires=(GPU_PROBE,), uses=(SMI_PROBE,), level=DEEP)
 def matmul_consistency(probes: Probes, expect: Expect) -> Finding:
     """Reads the active GPU worker's seeded matmul (1024x1024, fp32 with TF32 off and bf16) on every GPU, its
     result checksum and largest error against the same product computed on the CPU in fp32, and each GPU's
@@ -151,8 +201,9 @@ def matmul_consistency(probes: Probes, expect: Expect) -> Finding:
     same bits on the same model), when the matmul raised an error, or when its bf16 TFLOP/s is below
     `matmul_min_fraction` (default 0.75) of the expected figure (SKU table's measured bf16 matmul, else 0.8x
     the datasheet peak, else the best GPU of the same model here); WARN when two GPUs of one model disagree
-    bitwise with no majority but both within tolerance; ERROR when the worker's deadline left a GPU unmeasured;
-    SKIP without torch or without a GPU torch can see.
+    bitwise with no majority but both within tolerance; ERROR when the worker's deadline left a GPU unmeasured,
+    when nvidia-smi lists a GPU the worker did not measure, or a figure is NaN or infinite (a NaN or infinite
+    product error is a FAIL); SKIP without torch or without a GPU torch can see.
     Remediation: drain the node; run the vendor's diagnostics (dcgmi diag -r 3) on the GPU named and RMA it.
     """
     gpus = _gpus(probes)
@@ -174,19 +225,27 @@ def matmul_consistency(probes: Probes, expect: Expect) -> Finding:
         elif isinstance(consistency, Mapping):
             for precision, tolerance in TOLERANCE.items():
                 result = consistency.get(precision)
-                if isinstance(result, Mapping) and result.get("max_rel_error") is not None and result["max_rel_error"] > tolerance:
+                error_value = result.get("max_rel_error") if isinstance(result, Mapping) else None
+                if _not_a_figure(error_value):
+                    # NaN or inf in the product (or its error): the GPU computed garbage.
+                    problems.append((FAIL, "%s: %s product off the CPU reference by %s (not finite)" % (_label(gpu), precision, error_value)))
+                elif (_figure(error_value) or 0.0) > tolerance:
                     problems.append((FAIL, "%s: %s product off the CPU reference by %.2g (tolerance %g)"
-                                     % (_label(gpu), precision, result["max_rel_error"], tolerance)))
+                                     % (_label(gpu), precision, _figure(error_value) or 0.0, tolerance)))
         tflops = gpu.get("bf16_tflops")
         if _failed_step(tflops):
             problems.append((FAIL, "%s: bf16 matmul failed: %s" % (_label(gpu), _failed_step(tflops))))
-        elif isinstance(tflops, (int, float)):
+        elif _not_a_figure(tflops):
+            problems.append((ERROR, "%s: bf16 matmul measured %s TFLOP/s, not a figure" % (_label(gpu), tflops)))
+        elif _figure(tflops) is not None:
+            measured = _figure(tflops) or 0.0
             sku_figure, sku_source = _sku_matmul(gpu)
             expected, source = expected_figure(gpu, "bf16_tflops", gpus, sku_figure, sku_source)
             row.update(expected_bf16_tflops=expected, expected_source=source, min_fraction=fraction)
-            if expected and tflops < fraction * expected:
+            if expected and measured < fraction * expected:
                 problems.append((FAIL, "%s: bf16 matmul %.1f TFLOP/s, below %g x %.1f expected (%s)"
-                                 % (_label(gpu), tflops, fraction, expected, source)))
+                                 % (_label(gpu), measured, fraction, expected, source)))
+    problems += _unmeasured(probes)
     for precision in TOLERANCE:
         for outlier, majority in _bitwise_outliers(gpus, precision):
             if majority:
@@ -197,7 +256,7 @@ def matmul_consistency(probes: Probes, expect: Expect) -> Finding:
                                  % (_label(outlier), precision, outlier.get("name"))))
     details = {"gpus": rows, "tolerance": TOLERANCE, "seed": (probes[GPU_PROBE]["data"] or {}).get("seed"),
                "check_n": (probes[GPU_PROBE]["data"] or {}).get("check_n"), "steps": (probes[GPU_PROBE]["data"] or {}).get("steps")}
-    if late is not None and not any(status == FAIL for status, _message in problems):
+    if late is not None and not any(status in (FAIL, ERROR) for status, _message in problems):
         return finding(late["status"], late["message"], dict(details, **late["details"]), remediation=late["remediation"])
     return _verdict(problems, details, "%d GPU(s) agree bitwise and with the CPU reference; bf16 matmul as expected" % len(gpus),
                     "drain the node; run the vendor's diagnostics (dcgmi diag -r 3) on the GPU named and replace it if it repeats")
@@ -205,14 +264,16 @@ def matmul_consistency(probes: Probes, expect: Expect) -> Finding:
 
 # ---------------------------------------------------------------- device memory bandwidth
 
-@check("gpu.memory_bandwidth", "Device memory bandwidth (device-to-device copy) as expected", requires=(GPU_PROBE,), level=DEEP)
+@check("gpu.memory_bandwidth", "Device memory bandwidth (device-to-device copy) as expected", requires=(GPU_PROBE,), uses=(SMI_PROBE,),
+       level=DEEP)
 def memory_bandwidth(probes: Probes, expect: Expect) -> Finding:
     """Reads the active GPU worker's device-to-device copy bandwidth per GPU (read + write bytes counted).
 
     FAIL when a GPU is below `gpu_memory_bandwidth_min_fraction` (default 0.75, DCGM's memory bandwidth rule)
     of the expected figure (DCGM's measured figure for the SKU, else 0.8x the datasheet bandwidth, else the best
     GPU of the same model here), or when the copy raised an error; ERROR when the worker's deadline left a GPU
-    unmeasured; PASS otherwise (with the figure and no judgement when nothing is known to compare with);
+    unmeasured, nvidia-smi lists a GPU the worker did not measure, or a figure is NaN or infinite; PASS otherwise
+    (with the figure and no judgement when nothing is known to compare with);
     SKIP without torch or without a GPU torch can see.
     Remediation: check the GPU's clocks and throttle reasons (nvidia-smi -q -d PERFORMANCE); a GPU that stays
     slow needs the vendor's memory diagnostics (dcgmi diag -r 3).
@@ -230,16 +291,21 @@ def memory_bandwidth(probes: Probes, expect: Expect) -> Finding:
         if error:
             problems.append((FAIL, "%s: device copy failed: %s" % (_label(gpu), error)))
             continue
-        if not isinstance(value, (int, float)):
+        if _not_a_figure(value):
+            problems.append((ERROR, "%s: device memory measured %s GB/s, not a figure" % (_label(gpu), value)))
+            continue
+        measured = _figure(value)
+        if measured is None:
             continue
         sku_figure, sku_source = _sku_memory(gpu)
         expected, source = expected_figure(gpu, "memory_bandwidth_gbps", gpus, sku_figure, sku_source)
         row.update(expected_gbps=expected, expected_source=source)
         if expected is None:
             unjudged += 1
-        elif value < fraction * expected:
+        elif measured < fraction * expected:
             problems.append((FAIL, "%s: device memory %.0f GB/s, below %g x %.0f GB/s expected (%s)"
-                             % (_label(gpu), value, fraction, expected, source)))
+                             % (_label(gpu), measured, fraction, expected, source)))
+    problems += _unmeasured(probes)
     late = _deadline_note(probes, "device copy")
     if late is not None and not problems:
         return late
@@ -253,7 +319,8 @@ def memory_bandwidth(probes: Probes, expect: Expect) -> Finding:
 
 # ---------------------------------------------------------------- PCIe under load
 
-@check("gpu.pcie_under_load", "PCIe host<->GPU bandwidth and link state under load", requires=(GPU_PROBE,), level=DEEP)
+@check("gpu.pcie_under_load", "PCIe host<->GPU bandwidth and link state under load", requires=(GPU_PROBE,), uses=(SMI_PROBE,),
+       level=DEEP)
 def pcie_under_load(probes: Probes, expect: Expect) -> Finding:
     """Reads the active GPU worker's pinned host-to-device and device-to-host copy GB/s per GPU, and the PCIe link
     generation and width re-read from sysfs while the copies run (a link that idles at a lower rate to save power
@@ -263,7 +330,8 @@ def pcie_under_load(probes: Probes, expect: Expect) -> Finding:
     link is FAIL unless `pcie_width` is 8) or its generation below `pcie_gen` (default: the link's max), or when
     the slower copy direction is below `pcie_bandwidth_min_fraction` (default 0.6) of the link's one-way rate
     at the expected generation and width; WARN when the link could not be read under load (no sysfs entry);
-    ERROR when the worker's deadline left a GPU unmeasured; SKIP without torch or without a GPU torch can see.
+    ERROR when the worker's deadline left a GPU unmeasured, nvidia-smi lists a GPU the worker did not measure,
+    or a copy figure is NaN or infinite; SKIP without torch or without a GPU torch can see.
     Remediation: reseat the GPU or its riser, check the slot's BIOS link settings (Gen, bifurcation), and
     the GPU's placement (x8 slot, PCIe switch).
     """
@@ -295,11 +363,16 @@ def pcie_under_load(probes: Probes, expect: Expect) -> Finding:
             if gen_expected and link["gen_min"] < gen_expected:
                 problems.append((FAIL, "%s: PCIe link Gen%d of Gen%d under load" % (_label(gpu), link["gen_min"], gen_expected)))
         rate = skus.link_rate_gbps(gen_expected, width_expected)
-        copies = [float(pcie[key]) for key in ("h2d_gbps", "d2h_gbps") if isinstance(pcie.get(key), (int, float))]
+        copies = [float(pcie[key]) for key in ("h2d_gbps", "d2h_gbps") if _figure(pcie.get(key)) is not None]
         row["link_rate_gbps"] = rate
+        broken = [key for key in ("h2d_gbps", "d2h_gbps") if _not_a_figure(pcie.get(key))]
+        if broken:
+            problems.append((ERROR, "%s: pinned copies measured %s, not a figure" % (
+                _label(gpu), ", ".join("%s %s" % (key, pcie[key]) for key in broken))))
         if rate and copies and min(copies) < fraction * rate:
             problems.append((FAIL, "%s: pinned copies %.1f GB/s (slower direction), below %g x %.1f GB/s of Gen%s x%s"
                              % (_label(gpu), min(copies), fraction, rate, gen_expected, width_expected)))
+    problems += _unmeasured(probes)
     late = _deadline_note(probes, "pcie")
     if late is not None and not problems:
         return late
@@ -310,7 +383,8 @@ def pcie_under_load(probes: Probes, expect: Expect) -> Finding:
 
 # ---------------------------------------------------------------- all-reduce
 
-@check("gpu.allreduce_local", "All-reduce bus bandwidth across the host's GPUs", requires=(GPU_PROBE,), level=DEEP)
+@check("gpu.allreduce_local", "All-reduce bus bandwidth across the host's GPUs", requires=(GPU_PROBE,), uses=(SMI_PROBE,),
+       level=DEEP)
 def allreduce_local(probes: Probes, expect: Expect) -> Finding:
     """Reads the active GPU worker's all-reduce over every GPU of the host from one process (torch.cuda.nccl:
     NCCL, or RCCL on ROCm), as nccl-tests' bus bandwidth (algbw x 2(n-1)/n).
@@ -318,7 +392,8 @@ def allreduce_local(probes: Probes, expect: Expect) -> Finding:
     FAIL when the all-reduce raised an error or its bus bandwidth is below `allreduce_min_fraction` (default 0.75)
     of the expected figure: `allreduce_busbw_gbps`, else the SKU table's NVLink ring figure (nccl-tests), else the
     slowest GPU's PCIe one-way link rate (a ring over PCIe cannot beat it); ERROR when the worker's deadline left it
-    unmeasured; PASS otherwise; SKIP with one GPU, without torch or without a GPU torch can see.
+    unmeasured, it gave no finite bus bandwidth, or nvidia-smi lists a GPU it left out; PASS otherwise; SKIP with
+    one GPU, without torch or without a GPU torch can see.
     Remediation: check `nvidia-smi topo -m` and `nvidia-smi nvlink -s` (an NVLink down sends traffic over PCIe),
     Fabric Manager on NVSwitch systems, and NCCL_P2P_DISABLE / ACS settings; rerun with NCCL_DEBUG=INFO.
     """
@@ -335,12 +410,18 @@ def allreduce_local(probes: Probes, expect: Expect) -> Finding:
                        remediation="rerun with NCCL_DEBUG=INFO; check nvidia-smi topo -m, NVLink state and Fabric Manager")
     fraction = float(_expect.get(expect, ALLREDUCE_MIN_FRACTION))
     expected, source = _allreduce_expected(gpus, expect)
-    busbw = result.get("busbw_gbps")
+    busbw = _figure(result.get("busbw_gbps"))
     details = {"allreduce": result, "expected_busbw_gbps": expected, "expected_source": source, "min_fraction": fraction}
     label = "%s all-reduce over %d GPUs: bus bandwidth %.1f GB/s" % (str(result.get("backend") or "nccl").upper(), len(gpus), busbw or 0.0)
+    if busbw is None:
+        return finding(ERROR, "all-reduce across %d GPUs measured no bus bandwidth: %r" % (len(gpus), result.get("busbw_gbps")), details)
+    missing = _unmeasured(probes)
+    if missing:
+        return finding(ERROR, "%s; not a verdict on the host: %s" % (label, "; ".join(message for dummy, message in missing)),
+                       dict(details, problems=[{"status": s, "message": m} for s, m in missing]))
     if expected is None:
         return finding(PASS, "%s (no figure to compare with: %s)" % (label, source), details)
-    if busbw is None or busbw < fraction * expected:
+    if busbw < fraction * expected:
         return finding(FAIL, "%s, below %g x %.0f GB/s expected (%s)" % (label, fraction, expected, source), details,
                        remediation="check nvidia-smi topo -m and nvidia-smi nvlink -s (a link down sends traffic over PCIe), "
                                    "Fabric Manager on NVSwitch systems, NCCL_P2P_DISABLE and PCIe ACS; rerun with NCCL_DEBUG=INFO")

@@ -124,12 +124,14 @@ def dcgm_diag(probes: Probes, expect: Expect) -> Finding:
     power tests, ~15-30 min) in every JSON generation (2.x-3.x "DCGM GPU Diagnostic", 4.x "DCGM Diagnostic"),
     one result per test and GPU, the JSON before the exit code. Level deep; SKIP where dcgmi is not installed.
 
-    FAIL when a test fails on a GPU with a fault severity (ISOLATE, RESET, TRIAGE, UNKNOWN, or none given), or
-    when dcgmi exits 205 (isolate the GPU); the GPUs and tests are named. WARN when a failure is only a warning
-    (dcgmi writes warnings as Fail: every warning of severity NONE, MONITOR or CONFIG, e.g. persistence mode off),
-    or when a GPU had every test beyond the software checks skipped or not run (not tested). ERROR when a test
-    fails with no GPU at fault (a diagnostic error), when dcgmi could not run or its output is not a diag
-    document (the reason named), or when its exit code reports a failure the JSON does not show. PASS otherwise;
+    FAIL when a test fails on a GPU with a fault severity (ISOLATE, RESET, TRIAGE, UNKNOWN, or none given), when
+    dcgmi exits 205 (isolate the GPU), or when nvidia-smi lists a GPU the JSON neither tests nor lists (DCGM saw
+    fewer GPUs); the GPUs and tests are named. WARN when a failure is only a warning (dcgmi writes warnings as Fail:
+    every warning of severity NONE, MONITOR or CONFIG, e.g. persistence mode off), or when a GPU had no test
+    beyond the software checks pass (skipped, not run, or left out of a test's results: not tested), a GPU
+    DCGM's entity list names has no result, or no GPU has any. ERROR when a test fails with no GPU at fault (a
+    diagnostic error), when dcgmi could not run or its output is not a diag document (the reason named), or
+    when its exit code or an --iterations Overall Result reports a failure the JSON does not show. PASS otherwise;
     skipped tests are listed (Skip is not a pass: they are named in the message).
     """
     data = probes["dcgm_diag"]["data"]
@@ -139,9 +141,13 @@ def dcgm_diag(probes: Probes, expect: Expect) -> Finding:
     exit_code = data.get("exit_code")
     gpus: OrderedDict[Any, dict[str, Any]] = OrderedDict()
     host_problems: list[tuple[str, str]] = []  # (status, phrase) of host-wide (Deployment) results
+    hardware_tests = _hardware_tests(data)
+    host_skipped: list[str] = []  # host-wide (no GPU named) results of tests beyond the software checks not run
     for row in rows:
         status = classify(row, new_numbering)
         if row.get("gpu") is None and row.get("entity_id") is None:
+            if status == SKIP and row["test"] in hardware_tests:
+                host_skipped.append(row["test"])
             if status in (FAIL, WARN):
                 template = "%s failed: %s" if status == FAIL else "%s warned: %s"
                 host_problems.append((status, template % (row["test"], "; ".join(
@@ -170,15 +176,27 @@ def dcgm_diag(probes: Probes, expect: Expect) -> Finding:
             phrases[FAIL].append("%s failed %s" % (label, ", ".join(OrderedDict.fromkeys(entry["failed_tests"]))))
         if entry["warned_tests"]:
             phrases[WARN].append("%s warned in %s" % (label, ", ".join(OrderedDict.fromkeys(entry["warned_tests"]))))
-        if not entry.pop("hardware_tested") and not entry["failed_tests"] and entry["skipped_tests"]:
+        if not entry.pop("hardware_tested") and not entry["failed_tests"] and (entry["skipped_tests"] or hardware_tests):
+            # Skip and Not Run are not a pass, nor is a test whose results leave this GPU out.
             status = worst((status, WARN))
-            phrases[WARN].append("%s %s (%s)" % (label, NOT_TESTED, ", ".join(entry["skipped_tests"])))
+            phrases[WARN].append("%s %s (%s)" % (label, NOT_TESTED, ", ".join(entry["skipped_tests"]) or
+                                                 "no result in %s" % ", ".join(hardware_tests)))
         entry["status"] = status
         entry["messages"] = list(OrderedDict.fromkeys(entry["messages"]))[:10]
         statuses.append(status)
     for status, phrase in host_problems:
         statuses.append(status)
         phrases[status].append(phrase)
+    _missing_gpus(data, gpus, names, statuses, phrases)
+    if hardware_tests and not any(group == "GPU" for group, dummy in gpus):
+        # No GPU has a result: every test beyond the software checks was skipped, not run, or named no GPU.
+        statuses.append(WARN)
+        phrases[WARN].append("no GPU tested: %s" % ", ".join(
+            "%s %s" % (name, "skipped" if name in host_skipped else "without a GPU result") for name in hardware_tests))
+    overall_result = str(data.get("overall_result") or "").strip().lower()
+    if overall_result and overall_result != dcgm_probe.PASS_RESULT and FAIL not in statuses and WARN not in statuses:
+        statuses.append(ERROR)
+        phrases[ERROR].append("--iterations Overall Result is %r but no iteration's result fails" % data["overall_result"])
     _summary_errors(data, gpus, new_numbering, statuses, phrases)
     if exit_code == dcgm_probe.EXIT_ISOLATE:
         statuses.append(FAIL)
@@ -223,6 +241,34 @@ def _gpu_entry(row: Mapping[str, Any], names: Mapping[int, dict[str, Any]], data
                 "tests": OrderedDict(), "failed_tests": [], "warned_tests": [], "skipped_tests": [], "messages": [], "hardware_tested": False,
                 "label": _label(gpu, row.get("entity_group") or "GPU", row.get("entity_id"))})
     return ref
+
+
+def _hardware_tests(data: Mapping[str, Any]) -> list[str]:
+    """The tests beyond the host-wide software checks (Deployment) the document lists, results or not."""
+    names = [test["test"] for test in data.get("tests") or [] if str(test.get("category") or "").lower() != _SOFTWARE_CATEGORY]
+    return list(OrderedDict.fromkeys(names))
+
+
+def _missing_gpus(data: Mapping[str, Any], gpus: Mapping[Any, Mapping[str, Any]], names: Mapping[int, Mapping[str, Any]],
+                  statuses: list[str], phrases: dict[str, list[str]]) -> None:
+    """A GPU nvidia-smi lists that DCGM neither tested nor names in its entity list is FAIL (DCGM saw fewer GPUs:
+    one is lost to it); a GPU DCGM's entity list names with no result is WARN (not tested). Only when the
+    document names GPUs at all (a DCGM 2.x/3.x -r 1 document has host-wide results only)."""
+    seen = set(int(entry["index"]) for entry in gpus.values() if entry.get("index") is not None)
+    listed = set(e.get("entity_id") for e in data.get("entities") or []
+                 if e.get("entity_group") == "GPU" and isinstance(e.get("entity_id"), int))
+    if not seen and not listed:
+        return
+    lost = sorted(set(names) - seen - listed)
+    if lost:
+        statuses.append(FAIL)
+        phrases[FAIL].insert(0, "%s missing from dcgmi diag's results (nvidia-smi lists %s; DCGM tested %s)" % (
+            ", ".join("GPU %d" % gpu for gpu in lost), ", ".join(str(gpu) for gpu in sorted(names)),
+            ", ".join(str(gpu) for gpu in sorted(seen)) or "none"))
+    untested = sorted(listed - seen)
+    if untested:
+        statuses.append(WARN)
+        phrases[WARN].append("%s %s (in DCGM's entity list, no result)" % (", ".join("GPU %d" % gpu for gpu in untested), NOT_TESTED))
 
 
 def _summary_errors(data: Mapping[str, Any], gpus: Mapping[Any, Mapping[str, Any]], new_numbering: bool,

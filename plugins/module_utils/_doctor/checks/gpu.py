@@ -231,8 +231,30 @@ def _vgpu_skip(gpu: Mapping[str, Any]) -> "GpuResult":
 
 def _detail(gpu: Mapping[str, Any], **values: Any) -> dict[str, Any]:
     out = gpu_ref(gpu)
+    if gpu.get("vendor") == "amd":
+        out["vendor"] = "amd"  # _verdict words the remediation for AMD GPUs (AMD_REMEDIATION)
     out.update(values)
     return out
+
+
+# The shared checks' remediation names nvidia-smi; for AMD GPUs each command becomes its amd-smi equivalent (long
+# options: amd-smi's short ones changed between ROCm releases), and NVIDIA-only advice is dropped.
+AMD_REMEDIATION = (
+    ("`nvidia-smi -r -i <index>`", "`amd-smi reset --gpureset --gpu <index>`"),
+    ("`nvidia-smi -pl <default watts> -i <index>`", "`amd-smi set --gpu <index> --power-cap <default watts>`"),
+    ("`nvidia-smi -rac -i <index>`", "`amd-smi reset --gpu <index> --clocks`"),
+    ("`nvidia-smi -q -i <index>`", "`amd-smi metric --gpu <index>`"),
+    ("read the kernel log for Xids", "read the kernel log for amdgpu errors (gpu.amdgpu_errors)"),
+    (" (or the continuum.hydra.gpu_settings role)", ""),
+    ("; clear a reviewed lifetime count with nvidia-smi -p 1.", "."),
+)
+
+
+def amd_remediation(text: Optional[str]) -> Optional[str]:
+    """A remediation text with its NVIDIA commands replaced by the amd-smi equivalents."""
+    for nvidia, amd in AMD_REMEDIATION:
+        text = text.replace(nvidia, amd) if text else text
+    return text
 
 
 def _with_counts(counts: list[dict[str, Any]], found: Finding) -> Finding:
@@ -291,6 +313,9 @@ def _verdict(results: Sequence[GpuResult], pass_message: str, remediation: Union
     if unreadable:
         lost = any(is_lost(raw) for found in unreadable for raw in found.values())
         advice = " ".join(OrderedDict.fromkeys(a for a in (LOST_ADVICE if lost else UNREADABLE_ADVICE, advice) if a))
+    amd = [r for r in top if r[1].get("vendor") == "amd"]
+    if amd and advice and amd_remediation(advice) != advice:
+        advice = amd_remediation(advice) if len(amd) == len(top) else "%s On the AMD GPUs: %s" % (advice, amd_remediation(advice))
     return finding(status, prefix + named + more, details={"gpus": [result[1] for result in bad]}, remediation=advice)
 
 

@@ -41,8 +41,9 @@ def rvs_results(probes: Probes, expect: Expect) -> Finding:
     rvs is not installed or has no level configuration for the GPU.
 
     FAIL when any result line or summary row fails (the GPUs named by gpu_id and PCI address where RVS prints
-    them). ERROR when rvs exits non-zero (a command-line or configuration error: RVS exits 0 on test failures) or
-    prints no verdict at all (nothing judged is not healthy). PASS otherwise.
+    them). ERROR when rvs exits non-zero (a command-line or configuration error: RVS exits 0 on test failures),
+    prints no verdict at all (nothing judged is not healthy), or prints error lines (`[ERROR ]`, `RVS-ERROR`)
+    beside passing results. PASS otherwise.
     """
     data = probes["rvs"]["data"]
     known = dict((str(g.get("gpu_id")), g) for g in data.get("gpus") or [])
@@ -75,6 +76,10 @@ def rvs_results(probes: Probes, expect: Expect) -> Finding:
     if not results and not summary:
         reason = "; first error: %s" % data["errors"][0] if data.get("errors") else ""
         return finding(ERROR, "rvs printed no result doctor can judge%s" % reason, details=details, remediation=ERROR_ADVICE)
+    if data.get("errors"):
+        # An action that hit an error may print no verdict for the GPU it failed on: the passes are not the whole run.
+        return finding(ERROR, "rvs printed %d error line(s) beside its passing results; first: %s"
+                       % (len(data["errors"]), data["errors"][0]), details=details, remediation=ERROR_ADVICE)
     actions = list(OrderedDict.fromkeys([r["action"] for r in results] + [r["action"] for r in summary]))
     gpus = sorted(set(str(r["gpu_id"]) for r in results if r.get("gpu_id") is not None) | set(known))
     return finding(PASS, "rvs: %d action%s passed%s" % (len(actions), "" if len(actions) == 1 else "s",

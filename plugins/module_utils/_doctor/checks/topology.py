@@ -17,7 +17,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.reg
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.topology import link_rank, nearest_nic, numa_id, nvlink_count, placement, rdma_name
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_OK, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_OK, SKIP, WARN, worst
 
 NVLINKS_PER_PAIR = _expect.key("nvlinks_per_pair")
 WEIGHT_NUMA = _expect.key("placement_weight_numa")
@@ -148,6 +148,17 @@ def per_gpu(topology: Mapping[str, Any], sys_facts: Mapping[str, Any], addresses
     return rows
 
 
+def unreadable_findings(topology: Mapping[str, Any], smi: Optional[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """ERROR when part of the matrix could not be read (a damaged or cut row, a GPU column with no row, a cell that
+    is no link kind) or when it lists fewer GPUs than nvidia-smi: a GPU nothing was read for is never judged healthy."""
+    found = [(ERROR, "%s output damaged: %s" % (topology.get("source"), "; ".join(topology["problems"])))] \
+        if topology.get("problems") else []
+    listed = len((smi or {}).get("gpus") or [])
+    if topology.get("source") == "nvidia-smi" and listed > len(topology["gpus"]):
+        found.append((ERROR, "nvidia-smi lists %d GPUs, its topology matrix %d" % (listed, len(topology["gpus"]))))
+    return found
+
+
 @check("gpu.topology", "GPU / NIC / NUMA topology", requires=("topology",), uses=("nvidia_smi",))
 def topology_check(probes: Probes, expect: Expect) -> Finding:
     """Reads `nvidia-smi topo -m` (or `rocm-smi --showtopo`) and /sys: each GPU's nearest NIC, NVLinks per pair, NUMA node.
@@ -156,7 +167,9 @@ def topology_check(probes: Probes, expect: Expect) -> Finding:
     RDMA), when a GPU pair has fewer bonded NVLinks than the box's dominant count (at least 2/3 of its pairs),
     when NUMA is hidden (several sockets but one NUMA node, or N/A affinity on a multi-node host) or when a
     GPU's NUMA affinity contradicts its PCI device's numa_node in /sys. FAIL when `nvlinks_per_pair` is set
-    and a GPU pair has fewer NVLinks. PASS otherwise, with a placement score per GPU (docs/topology.md);
+    and a GPU pair has fewer NVLinks. ERROR when part of the matrix could not be read (a cut or damaged row, a
+    GPU column without its row, a cell that is no link kind) or it lists fewer GPUs than nvidia-smi. PASS
+    otherwise, with a placement score per GPU (docs/topology.md);
     SKIP on a host with one GPU and no NIC.
 
     Remediation: move the GPU or NIC so each GPU shares a PCIe switch with a NIC; reseat or service a GPU
@@ -167,6 +180,9 @@ def topology_check(probes: Probes, expect: Expect) -> Finding:
     topology, sys_facts = data["topology"], data.get("sys") or {}
     gpus = topology["gpus"]
     nic_columns = set(peer for gpu in gpus for peer in topology["links"].get(gpu, {}) if peer not in gpus)
+    if topology.get("problems") and len(gpus) < 2:
+        return finding(ERROR, "%s output damaged: %s" % (topology.get("source"), "; ".join(topology["problems"])),
+                       {"source": topology.get("source"), "problems": list(topology["problems"])})
     if not gpus:
         return finding(SKIP, "the topology lists no GPU", {"source": topology.get("source")})
     if len(gpus) < 2 and not nic_columns:
@@ -176,12 +192,13 @@ def topology_check(probes: Probes, expect: Expect) -> Finding:
     expected = _expect.get(expect, NVLINKS_PER_PAIR)
     nvlink_problems, notes = nvlink_findings(topology, expected) if topology.get("source") == "nvidia-smi" else ([], [])
     problems = nvlink_problems + nic_findings(topology) + numa_findings(topology, sys_facts, addresses)
+    problems += unreadable_findings(topology, smi)
     details = {"source": topology.get("source"), "gpus": per_gpu(topology, sys_facts, addresses, weights(expect)),
                "problems": [text for _status, text in problems], "notes": notes + list(topology.get("problems") or [])}
     if not problems:
         return finding(PASS, "%d GPU(s), %d NIC(s): NICs, NVLinks and NUMA as expected" % (len(gpus), len(nic_columns)),
                        details)
-    status = FAIL if any(found == FAIL for found, _text in problems) else WARN
+    status = worst(found for found, _text in problems)
     return finding(status, "; ".join(text for _status, text in problems), details,
                    "Put each GPU on a PCIe switch with a NIC; service GPUs with missing NVLinks (see gpu.nvlink); "
                    "remove numa=off / NUMA interleaving so NUMA is visible.")

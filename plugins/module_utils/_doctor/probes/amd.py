@@ -113,24 +113,10 @@ def probe_amd_smi(options: Options, root: Optional[str] = None) -> dict[str, Any
 
 def probe_amdgpu_log(options: Options, now: Optional[datetime.datetime] = None, root: Optional[str] = None) -> dict[str, Any]:
     """The amdgpu lines of the kernel log within the XID window, graded by amdgpu_log.scan (journalctl, else dmesg,
-    under one ``timeouts.kernel_log`` deadline, as the NVIDIA kernel_log probe). Absent where nothing is AMD."""
+    as the NVIDIA kernel_log probe reads it: gpu_probes.read_kernel_log). Absent where nothing is AMD."""
     if not amd_present(root or ROOT):
         raise ProbeAbsent("no AMD GPU: no amdgpu kernel log to grade")
     from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import amdgpu_log
 
-    hours = options.get("xid_window_hours")
-    hours = gpu_probes.XID_WINDOW_HOURS if hours is None else hours
-    if hours <= 0:
-        raise ProbeError("expect.xid_window_hours: %r is not a positive number of hours" % hours)
-    timeout = options["timeouts"]["kernel_log"]
-    deadline = time.monotonic() + timeout
-    text, journal_problem = gpu_probes._journal(hours, timeout)  # pylint: disable=protected-access
-    source, window_applied = "journalctl", True
-    if text is None:
-        text, window_applied = gpu_probes._dmesg(deadline, timeout, journal_problem)  # pylint: disable=protected-access
-        source = "dmesg"
-    cutoff = None
-    if source == "dmesg" and window_applied:
-        cutoff = (now or datetime.datetime.now(datetime.timezone.utc)) - datetime.timedelta(hours=hours)
-    return dict(amdgpu_log.scan(text, cutoff), source=source, journal_problem=journal_problem, window_hours=hours,
-                window_applied=window_applied)
+    text, cutoff, facts = gpu_probes.read_kernel_log(options, now)
+    return dict(amdgpu_log.scan(text, cutoff), **facts)

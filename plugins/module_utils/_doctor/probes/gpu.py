@@ -152,12 +152,12 @@ def _dmesg(deadline: float, total: float, journal_problem: Optional[str] = None)
     return out, timestamped
 
 
-def probe_kernel_log(options: Options, now: Optional[datetime.datetime] = None) -> dict[str, Any]:
-    """The NVIDIA lines of the kernel log within the XID window (options["xid_window_hours"], resolved from hydra_expect).
-
-    Xids counted per (address, code), GPU losses without an Xid, NVSwitch SXids and the address -> UUID map
-    (xid.scan), not the log itself. One deadline (timeouts.kernel_log) covers journalctl and the dmesg fallback.
-    """
+def read_kernel_log(options: Options, now: Optional[datetime.datetime] = None) -> tuple[str, Optional[datetime.datetime], dict[str, Any]]:
+    """The kernel log of the XID window (options["xid_window_hours"], resolved from hydra_expect), for a vendor's scan:
+    (text, cutoff, facts). journalctl reads the window itself; the dmesg fallback reads the whole boot, and
+    ``cutoff`` is then when the window starts (None without dmesg timestamps). One deadline (timeouts.kernel_log)
+    covers both. ``facts``: source, journal_problem, window_hours, window_applied (False for a dmesg without
+    timestamps: the events span the whole boot)."""
     hours = options.get("xid_window_hours")
     hours = XID_WINDOW_HOURS if hours is None else hours
     if hours <= 0:
@@ -172,9 +172,17 @@ def probe_kernel_log(options: Options, now: Optional[datetime.datetime] = None) 
     cutoff = None
     if source == "dmesg" and window_applied:
         cutoff = (now or datetime.datetime.now(datetime.timezone.utc)) - datetime.timedelta(hours=hours)
-    return dict(xid.scan(text, cutoff), source=source, journal_problem=journal_problem, window_hours=hours,
-                # False for a dmesg without timestamps: the events span the whole boot.
-                window_applied=window_applied)
+    return text, cutoff, {"source": source, "journal_problem": journal_problem, "window_hours": hours, "window_applied": window_applied}
+
+
+def probe_kernel_log(options: Options, now: Optional[datetime.datetime] = None) -> dict[str, Any]:
+    """The NVIDIA lines of the kernel log within the XID window (read_kernel_log).
+
+    Xids counted per (address, code), GPU losses without an Xid, NVSwitch SXids and the address -> UUID map
+    (xid.scan), not the log itself.
+    """
+    text, cutoff, facts = read_kernel_log(options, now)
+    return dict(xid.scan(text, cutoff), **facts)
 
 
 def probe_nvlink(options: Options) -> dict[str, Any]:

@@ -13,21 +13,21 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.state import healthcheck_last
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import DEFAULT_COMMAND_TIMEOUT, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL
 
-# Where hydra-healthcheck (_doctor/healthcheck.py, the slurm_healthcheck role) writes its last result.
-DEFAULT_STATE_FILE = "/var/lib/continuum-hydra/healthcheck/last.json"
 EXIT_CODES = (0, 1, 2)
 
 
 def probe_healthcheck_last(options: Mapping[str, Any]) -> dict[str, Any]:
     """last.json's verdict: ProbeAbsent (checks SKIP) where the program never ran, ProbeError when it is not its JSON.
 
-    ``options["healthcheck_state_file"]`` names another path (tests, a role that installs it elsewhere).
+    The file is ``<options["state_dir"]>/healthcheck/last.json`` (doctor's state_dir, default /var/lib/continuum-hydra),
+    where hydra-healthcheck (_doctor/healthcheck.py, the slurm_healthcheck role's slurm_healthcheck_state_dir) writes it.
     """
-    path = options.get("healthcheck_state_file") or DEFAULT_STATE_FILE
+    path = healthcheck_last(options.get("state_dir"))
     text = read_text(path, (options.get("timeouts") or {}).get("command", DEFAULT_COMMAND_TIMEOUT))
     return parse_last(text, path, time.time())
 

@@ -7,8 +7,9 @@ profile's bottleneck verdict (_profile/verdict.py) and doctor's active checks
 (_doctor/checks/active.py) judge measured figures against these values when
 the inventory gives no ``hydra_expect`` threshold. Add a SKU
 by appending an entry; ``match`` lists groups of substrings that must all occur
-(case-insensitively) in the nvidia-smi product name; the first matching entry
-wins, so more specific entries come first (GH200 before H200).
+(case-insensitively) in the GPU's product name (nvidia-smi's, or amd-smi's / rocm-smi's for the AMD
+entries, which carry ``"vendor": "amd"``); the first matching entry wins, so more specific entries come
+first (GH200 before H200, MI250X before MI250).
 
 Units: TFLOP/s (dense, no sparsity), TB/s for device memory, GB/s (10^9 B/s)
 for host links, one direction.
@@ -31,6 +32,20 @@ _DCGM = "NVIDIA/DCGM nvvs/diag-skus.yaml.in (memory bandwidth DCGM measured; its
 _NCCL_H100 = ("NVIDIA/nccl-tests issue #212 (sjeaugey: NVLink4 ring ~370 GB/s effective busbw, ~480 GB/s with NVLS on 8 GPUs); "
               "issue #272 (8x H200: 475 GB/s peak busbw)")
 _NCCL_A100 = "NVIDIA/nccl-tests issue #149 (8x A100-SXM4-80GB over NVLink3: busbw ~200 GB/s)"
+# AMD Instinct: AMD's datasheet figures (dense, no sparsity), as reproduced in the pages named. Matrix (MFMA) rates:
+# CDNA runs bf16/fp16 and fp32 GEMMs on its matrix cores. An MI250/MI250X is two GCDs, each its own device to
+# amd-smi, rocm-smi and torch: its entries hold one GCD's half of the module's figures, since a benchmark runs on one.
+_AMD_MI210 = ("AMD Instinct MI210 specifications as tabled in https://www.anandtech.com/show/17326/"
+              "amd-releases-instinct-mi210-accelerator-cdna-2-on-a-pcie-card (FP16 matrix 181 TFLOPS, FP32 matrix 45.3, "
+              "1.6 TB/s HBM2e, PCIe 4.0)")
+_AMD_MI250 = ("AMD Instinct MI250X/MI250 specifications (per OAM module: FP16/bf16 383.0 / 362.1 TFLOPS, FP32 matrix "
+              "95.7 / 90.5, 3.2 TB/s HBM2e) as tabled in https://zexron.com/amd-mi250-x-aldebaran-as-mcm-with-up-to-479-"
+              "teraflop-s-and-560-watt-tdp and https://yobitel.com/knowledge-base/amd-mi250; halved per GCD")
+_AMD_MI300 = ("AMD Instinct MI300X / MI325X datasheets: bf16/fp16 1307.4 TFLOPS dense (2614.9 with sparsity), FP32 matrix "
+              "163.4, as quoted in https://awesomeagents.ai/hardware/amd-mi325x (same 304 CUs as the MI300X)")
+_AMD_MI300X_HBM = "AMD Instinct MI300X: 192 GB HBM3 at 5.3 TB/s, https://aiwiki.ai/wiki/amd_instinct_mi300x"
+_AMD_MI325X_HBM = "AMD Instinct MI325X: 256 GB HBM3E at 6 TB/s, https://aiwiki.ai/wiki/amd_instinct_mi325x"
+_AMD_PCIE5 = "PCIe Gen 5 x16 host interface, https://wiaix.com/amd-instincttm-mi325x-accelerators"
 
 SKUS: list[dict[str, Any]] = [
     {
@@ -213,6 +228,115 @@ SKUS: list[dict[str, Any]] = [
         },
     },
 ]
+
+SKUS.extend([
+    {
+        "id": "mi325x",
+        "label": "MI325X",
+        "vendor": "amd",
+        "match": [["MI325X"]],
+        "bf16_tflops_peak": 1307.4,
+        "fp16_tflops_peak": 1307.4,
+        "fp32_tflops_peak": 163.4,
+        "bf16_tflops_measured": None,
+        "memory_bandwidth_tbps": 6.0,
+        "memory_bandwidth_measured_tbps": None,
+        "pcie_gen": 5,
+        "pcie_width": 16,
+        "sources": {
+            "bf16_tflops_peak": _AMD_MI300,
+            "fp16_tflops_peak": _AMD_MI300,
+            "fp32_tflops_peak": _AMD_MI300,
+            "memory_bandwidth_tbps": _AMD_MI325X_HBM,
+            "pcie_gen": _AMD_PCIE5,
+        },
+    },
+    {
+        # The unpartitioned (SPX) device: in CPX / DPX mode each logical GPU has a share of these figures.
+        "id": "mi300x",
+        "label": "MI300X",
+        "vendor": "amd",
+        "match": [["MI300X"]],
+        "bf16_tflops_peak": 1307.4,
+        "fp16_tflops_peak": 1307.4,
+        "fp32_tflops_peak": 163.4,
+        "bf16_tflops_measured": None,
+        "memory_bandwidth_tbps": 5.3,
+        "memory_bandwidth_measured_tbps": None,
+        "pcie_gen": 5,
+        "pcie_width": 16,
+        "sources": {
+            "bf16_tflops_peak": _AMD_MI300,
+            "fp16_tflops_peak": _AMD_MI300,
+            "fp32_tflops_peak": _AMD_MI300,
+            "memory_bandwidth_tbps": _AMD_MI300X_HBM,
+            "pcie_gen": _AMD_PCIE5 + " (MI325X, a drop-in for the MI300X platform)",
+        },
+    },
+    {
+        # One GCD of an MI250X module (the module's 383.0 TFLOPS, 3.2 TB/s are two of these).
+        "id": "mi250x",
+        "label": "MI250X (one GCD)",
+        "vendor": "amd",
+        "match": [["MI250X"]],
+        "bf16_tflops_peak": 191.5,
+        "fp16_tflops_peak": 191.5,
+        "fp32_tflops_peak": 47.85,
+        "bf16_tflops_measured": None,
+        "memory_bandwidth_tbps": 1.6,
+        "memory_bandwidth_measured_tbps": None,
+        "pcie_gen": None,  # an OAM module: the host link depends on the platform (Infinity Fabric on Frontier)
+        "pcie_width": None,
+        "sources": {
+            "bf16_tflops_peak": _AMD_MI250,
+            "fp16_tflops_peak": _AMD_MI250,
+            "fp32_tflops_peak": _AMD_MI250,
+            "memory_bandwidth_tbps": _AMD_MI250,
+        },
+    },
+    {
+        # One GCD of an MI250 module; rocm-smi names it "AMD INSTINCT MI250 (MCM) OAM AC MBA".
+        "id": "mi250",
+        "label": "MI250 (one GCD)",
+        "vendor": "amd",
+        "match": [["MI250"]],
+        "bf16_tflops_peak": 181.05,
+        "fp16_tflops_peak": 181.05,
+        "fp32_tflops_peak": 45.25,
+        "bf16_tflops_measured": None,
+        "memory_bandwidth_tbps": 1.6,
+        "memory_bandwidth_measured_tbps": None,
+        "pcie_gen": None,
+        "pcie_width": None,
+        "sources": {
+            "bf16_tflops_peak": _AMD_MI250,
+            "fp16_tflops_peak": _AMD_MI250,
+            "fp32_tflops_peak": _AMD_MI250,
+            "memory_bandwidth_tbps": _AMD_MI250,
+        },
+    },
+    {
+        "id": "mi210",
+        "label": "MI210",
+        "vendor": "amd",
+        "match": [["MI210"]],
+        "bf16_tflops_peak": 181.0,
+        "fp16_tflops_peak": 181.0,
+        "fp32_tflops_peak": 45.3,
+        "bf16_tflops_measured": None,
+        "memory_bandwidth_tbps": 1.6,
+        "memory_bandwidth_measured_tbps": None,
+        "pcie_gen": 4,
+        "pcie_width": 16,
+        "sources": {
+            "bf16_tflops_peak": _AMD_MI210 + " (bf16 runs at the fp16 matrix rate on CDNA 2)",
+            "fp16_tflops_peak": _AMD_MI210,
+            "fp32_tflops_peak": _AMD_MI210,
+            "memory_bandwidth_tbps": _AMD_MI210,
+            "pcie_gen": _AMD_MI210,
+        },
+    },
+])
 
 # One-direction host link rate per lane in GB/s: transfer rate x encoding / 8 bits.
 PCIE_GBPS_PER_LANE: dict[int, float] = {

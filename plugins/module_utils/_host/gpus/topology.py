@@ -133,6 +133,10 @@ def parse_topology(text: Optional[str]) -> Optional[dict[str, Any]]:
         topology["gpus" if _GPU.match(name) else "nics"].append(name)
         topology["links"][name] = dict((peer, kind) for peer, kind in zip(columns, matrix) if kind and kind != "X" and peer != name)
         nvlinks = dict((peer, nvlink_count(kind)) for peer, kind in topology["links"][name].items() if nvlink_count(kind) is not None)
+        unknown = sorted(set(kind for kind in matrix if kind and kind != "X" and link_rank(kind) == UNKNOWN_RANK))
+        if unknown:
+            topology["problems"].append("row %s: %s not a link kind (X, NV#, %s)" % (
+                name, ", ".join(repr(kind) for kind in unknown), ", ".join(PCIE_KINDS)))
         extra = [cell for cell in values[len(columns):] if link_rank(_kind(cell)) < UNKNOWN_RANK]
         if extra:
             topology["problems"].append("row %s: %d more link cells than the header has columns (a damaged copy?)" % (name, len(extra)))
@@ -146,6 +150,9 @@ def parse_topology(text: Optional[str]) -> Optional[dict[str, Any]]:
             topology["nic_names"][match.group(1)] = match.group(2)
     if not topology["devices"]:
         return None
+    lost = [column for column in columns if _GPU.match(column) and column not in topology["devices"]]
+    if lost:
+        topology["problems"].append("%s: in the header, no row (output cut?)" % ", ".join(lost))
     return topology
 
 
@@ -293,16 +300,22 @@ def read_sys_facts(root: str) -> dict[str, Any]:
 # PCIe distance of a GPU-NIC path, 0 (same switch) .. 1 (across sockets): PIX 0, PXB 0.25, PHB 0.5, NODE 0.75, SYS 1.
 PCIE_DISTANCE = {"PIX": 0.0, "PXB": 0.25, "PHB": 0.5, "NODE": 0.75, "SYS": 1.0}
 DEFAULT_WEIGHTS = {"numa": 1.0, "pcie": 1.0, "cpu": 1.0}
+# Linux's largest NR_CPUS (CONFIG_NR_CPUS_RANGE_END, x86_64 MAXSMP: 8192) with room to spare.
+MAX_CPUS = 65536
 
 
 def cpulist(text: Optional[str]) -> Optional[set[int]]:
-    """A cpulist ("0-55,112-167", "0,2,4") as a set; None when empty, N/A or not a cpulist."""
+    """A cpulist ("0-55,112-167", "0,2,4") as a set; None when empty, N/A or not a cpulist (a reversed range, or
+    one past MAX_CPUS: a damaged cell must not make a set of billions)."""
     cpus: set[int] = set()
     for part in (text or "").strip().split(","):
         match = re.match(r"^(\d+)(?:-(\d+))?$", part.strip())
         if not match:
             return None
-        cpus.update(range(int(match.group(1)), int(match.group(2) or match.group(1)) + 1))
+        first, last = int(match.group(1)), int(match.group(2) or match.group(1))
+        if last < first or last >= MAX_CPUS:
+            return None
+        cpus.update(range(first, last + 1))
     return cpus or None
 
 

@@ -89,4 +89,3 @@ def test_the_filter_reads_each_check_once_and_only_what_the_summary_needs():
     plain_data = fleet_stats(plain, ["h1"])["hydra_fleet"]
     plain_data.pop("generated_at")
     assert data == plain_data
-

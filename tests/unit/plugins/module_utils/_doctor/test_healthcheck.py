@@ -46,8 +46,9 @@ HUNG = result_of(error="nvidia-smi -q -x timed out after 3s")
 
 
 def node(line_index):
-    (entry,) = parse_show_node(RECORDED[line_index]).values()
-    return entry
+    nodes = parse_show_node(RECORDED[line_index])
+    assert len(nodes) == 1, nodes
+    return next(iter(nodes.values()))
 
 
 def test_exit_codes_follow_the_worst_check():
@@ -128,7 +129,8 @@ def test_the_program_never_runs_its_own_check():
     ('{"drain_on_error": "yes"}', "drain_on_error: 'yes' is not a bool"),
     ('{"scontrol_timeout": true}', "scontrol_timeout: True is not a int or float"),
     ('{"scontrol_timeout": 0}', "scontrol_timeout: 0 is not a positive number"),
-    ('{"state_file": "last.json"}', "state_file: 'last.json' is not an absolute path"),
+    ('{"state_dir": "var/lib"}', "state_dir: 'var/lib' is not an absolute path"),
+    ('{"state_file": "/x/last.json"}', "unknown key 'state_file'; accepted: "),
 ])
 def test_bad_config_is_one_line_naming_the_value(text, message):
     with pytest.raises(hc.ConfigError, match=None) as info:
@@ -153,3 +155,49 @@ def test_main_bad_config_exits_2_with_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "level: 'fast' is not a level" in err
     assert hc.main(["--config", str(tmp_path / "missing.json")], {}) == 2
     assert hc.main(["--mode", "sometimes"], {}) == 2
+
+
+def test_a_run_whose_every_check_skipped_or_has_an_unknown_status_is_unjudged_not_healthy():
+    assert hc.exit_code({"checks": [{"id": "gpu.ecc_errors", "status": "SKIP"}]}) == 2
+    assert hc.exit_code({"checks": [{"id": "a", "status": "PASS"}, {"id": "b", "status": None}]}) == 2
+    assert hc.exit_code({"checks": [{"id": "a", "status": "PASS"}, {"id": "b", "status": "SKIP"}]}) == 0
+    skipped = {"checks": [{"id": "gpu.ecc_errors", "status": "SKIP", "message": "nvidia-smi not found"}]}
+    assert hc.decide(skipped, CONFIG, hc.HEALTHCHECK, "node1", node(0))["action"] == hc.NONE
+    drain = hc.decide(skipped, hc.normalize_config({"drain_on_error": True}), hc.HEALTHCHECK, "node1", node(0))
+    assert drain["action"] == hc.DRAINED and drain["reason"] == "hydra: could not judge: no check judged the node"
+
+
+@pytest.mark.parametrize("text", ['{"scontrol_timeout": NaN}', '{"scontrol_timeout": Infinity}'])
+def test_a_scontrol_timeout_that_is_not_finite_is_refused(text):
+    with pytest.raises(hc.ConfigError, match="scontrol_timeout: .* is not a positive number"):
+        hc.parse_config(text, "/etc/x.json")
+
+
+def test_a_node_down_or_failed_by_someone_else_or_of_unknown_state_is_never_drained():
+    down = parse_show_node("NodeName=node4 Arch=x86_64 State=DOWN+NOT_RESPONDING Reason=maint by admin [root@2026-11-24T10:00:00]")
+    decision = hc.decide(ECC, CONFIG, hc.HEALTHCHECK, "node4", down["node4"])
+    assert decision["action"] == hc.LEFT_ADMIN_DRAIN and "maint by admin" in decision["why"] and decision["exit_code"] == 1
+    failing = parse_show_node("NodeName=node5 State=IDLE+FAIL Reason=bad psu [admin@2026-11-24T10:00:00]")["node5"]
+    assert hc.decide(ECC, CONFIG, hc.HEALTHCHECK, "node5", failing)["action"] == hc.LEFT_ADMIN_DRAIN
+    no_state = parse_show_node("NodeName=node6 Arch=x86_64")["node6"]
+    assert hc.decide(ECC, CONFIG, hc.HEALTHCHECK, "node6", no_state)["action"] == hc.NOT_DRAINED
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"only": [1]}', "only: [1] is not a list of check ids (strings)"),
+    ('{"exclude": [null]}', "exclude: [None] is not a list of check ids"),
+    ('{"timeouts": {"total": NaN}}', "timeouts.total: nan is not a positive number of seconds"),
+    ('{"timeouts": {"nvidia_smi": Infinity}}', "timeouts.nvidia_smi: inf is not a positive number of seconds"),
+])
+def test_check_ids_that_are_not_strings_and_timeouts_that_are_not_finite_are_one_line(text, message):
+    with pytest.raises(hc.ConfigError) as info:
+        hc.parse_config(text, "/etc/x.json")
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_main_says_why_nothing_was_judged_on_one_line(tmp_path, capsys):
+    config = tmp_path / "healthcheck.json"
+    config.write_text(json.dumps({"only": ["gpu.ecc_errors"], "expect": {"nvlinks_per_pair": "x"}}))
+    assert hc.main(["--config", str(config), "--dry-run", "--node", "node1"], {}) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "could not judge" in err[0] and "nvlinks_per_pair" in err[0]

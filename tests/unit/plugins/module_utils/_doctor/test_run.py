@@ -8,16 +8,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE, PROBE_ROOTS
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, run
-
-
-def _probe_table(**overrides):
-    """Every probe absent except the host facts, then the given overrides."""
-    def absent(options):
-        raise ProbeAbsent("not on this test host")
-    table = dict((name, absent) for name in probe_catalogue.PROBES)
-    table["host"] = lambda options: {"hostname": "test-host"}
-    table.update(overrides)
-    return table
+from ansible_collections.continuum.hydra.tests.support.doctor_probes import probe_table
 
 
 def _chk(check_id, func, requires=(), uses=()):
@@ -91,7 +82,7 @@ def test_probe_outcomes_become_envelopes_and_each_probe_runs_once():
 
 
 def test_run_has_the_doctor_json_shape_and_consistent_summary():
-    result = _doctor.run(probes=_probe_table(), level="deep")  # deep: every check of the catalogue
+    result = _doctor.run(probes=probe_table(), level="deep")  # deep: every check of the catalogue
     assert set(result) >= {"schema_version", "environment", "checks", "summary", "overall_status", "total_duration_ms", "probes"}
     assert result["environment"]["hostname"] == "test-host" and result["environment"]["gpus"] == []
     assert sum(result["summary"].values()) == len(result["checks"]) == len(CATALOGUE)
@@ -109,7 +100,7 @@ def test_only_runs_just_the_probes_the_selected_checks_need():
             raise ProbeAbsent("absent")
         return probe
 
-    table = _probe_table(**dict((name, tracking(name)) for name in probe_catalogue.PROBES if name != "host"))
+    table = probe_table(**dict((name, tracking(name)) for name in probe_catalogue.PROBES if name != "host"))
     some = CATALOGUE[0]
     _doctor.run(only=[some.id], probes=table)
     assert set(ran) == set(_doctor.ALWAYS_PROBED[1:]) | set(some.probes) - {"host"}
@@ -127,13 +118,13 @@ def test_probes_get_resolved_options_not_the_expect_dict():
     def kernel_log(options):
         seen.update(options)
         return {}
-    _doctor.run(only=["gpu.xid_errors"], expect={"xid_window_hours": 6}, probes=_probe_table(kernel_log=kernel_log))
+    _doctor.run(only=["gpu.xid_errors"], expect={"xid_window_hours": 6}, probes=probe_table(kernel_log=kernel_log))
     assert seen["xid_window_hours"] == 6 and "expect" not in seen
 
 
 def test_deterministic_results_diff_clean():
-    first = _doctor.run(deterministic=True, probes=_probe_table())
-    second = _doctor.run(deterministic=True, probes=_probe_table())
+    first = _doctor.run(deterministic=True, probes=probe_table())
+    second = _doctor.run(deterministic=True, probes=probe_table())
     assert first == second
     assert "total_duration_ms" not in first and "timestamp_utc" not in first["environment"]
     assert [c["id"] for c in first["checks"]] == sorted(c["id"] for c in first["checks"])
@@ -145,6 +136,10 @@ def test_deterministic_results_diff_clean():
     ({"timeouts": {"nvidia-smi": 3}}, "timeouts: unknown probe 'nvidia-smi'; accepted: active, command, dcgm_diag, kernel_log, nvidia_smi, rvs, torch, total"),
     ({"timeouts": {"torch": 0}}, "timeouts.torch: 0 is not a positive number of seconds"),
     ({"timeouts": {"torch": "10"}}, "timeouts.torch: '10' is not a positive number of seconds"),
+    ({"timeouts": {"torch": float("nan")}}, "timeouts.torch: nan is not a positive number of seconds"),
+    ({"timeouts": {"total": float("inf")}}, "timeouts.total: inf is not a positive number of seconds"),
+    ({"only": [1]}, "only: [1] is not a list of check ids or prefixes"),
+    ({"exclude": "gpu"}, "exclude: 'gpu' is not a list of check ids or prefixes"),
     ({"expect": {"no_such_key": 1}}, "expect: unknown key 'no_such_key'"),
     # Nothing left to run would be a "healthy" verdict with nothing judged.
     ({"only": ["gpu.count"], "exclude": ["gpu"]}, "only: ['gpu.count'], exclude: ['gpu'] leave no check to run"),
@@ -152,7 +147,7 @@ def test_deterministic_results_diff_clean():
 ])
 def test_bad_options_are_one_line_errors_naming_the_value(kwargs, message):
     with pytest.raises(_doctor.DoctorInputError) as err:
-        _doctor.run(probes=_probe_table(), **kwargs)
+        _doctor.run(probes=probe_table(), **kwargs)
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
 
 
@@ -198,7 +193,7 @@ def test_environment_names_each_gpu_with_the_configuration_drift_compares():
     from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvidia_smi
     from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
     smi = nvidia_smi.parse_nvidia_smi(read_fixture("nvidia-smi", "a100-sxm4-v12.xml"))
-    table = _probe_table(nvidia_smi=lambda options: smi, torch=lambda options: {"installed": True, "version": "2.13.0", "nccl_version": "2.21.5"})
+    table = probe_table(nvidia_smi=lambda options: smi, torch=lambda options: {"installed": True, "version": "2.13.0", "nccl_version": "2.21.5"})
     env = _doctor.run(only=["pytorch.installed"], probes=table)["environment"]
     assert env["driver_version"] == "535.54.03" and env["cuda_driver_version"] == "12.2"
     assert env["torch_version"] == "2.13.0" and env["nccl_version"] == "2.21.5"
@@ -215,7 +210,7 @@ def test_environment_names_each_gpu_with_the_configuration_drift_compares():
 def _hung_table():
     def hung(options):
         raise ProbeError("nvidia-smi -q -x timed out after 10s")
-    return _probe_table(nvidia_smi=hung)
+    return probe_table(nvidia_smi=hung)
 
 
 def test_a_failed_probe_blocks_its_checks_behind_the_selected_root():

@@ -144,3 +144,18 @@ def test_describe_lists_what_a_run_uses():
     assert catalogue.describe(model, -1) == {
         "name": "dummy_sleep", "args": "300 --x 1", "scripts": "scripts/dummy/run_sleep.sh", "dockerfile": "docker/dummy",
         "n_gpus": "1", "timeout": 120, "tags": ["dummies"], "multiple_results": ""}
+
+
+@pytest.mark.parametrize("model", [float("inf"), float("-inf"), float("nan"), True, "nan", "inf"])
+def test_a_model_timeout_that_is_not_a_number_of_seconds_leaves_the_default(model):
+    assert catalogue.resolve_timeout(-1, model) == 7200
+
+
+def test_a_directory_model_with_a_non_string_path_or_a_list_models_returning_no_list_is_one_line(tmp_path):
+    root = make(tmp_path, [], {"d": {"models.json": json.dumps([{"name": "m", "args": "", "dockerfile": None}])}})
+    with pytest.raises(catalogue.CatalogueError, match=r"model m: dockerfile None is not a string path"):
+        catalogue.Catalogue(root)
+    (tmp_path / "other").mkdir()
+    root = make(tmp_path / "other", [], {"dyn": {"get_models_json.py": "def list_models():\n    return 3\n"}})
+    with pytest.raises(catalogue.CatalogueError, match="list_models\\(\\) returned int; a list of CustomModel"):
+        catalogue.Catalogue(root)

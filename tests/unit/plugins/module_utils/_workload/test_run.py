@@ -229,3 +229,33 @@ def test_execute_discovers_from_files_and_refuses_bad_input_in_one_line(tmp_path
             run.execute("run", ["m"], **args)
     with pytest.raises(run.WorkloadError, match="mode run needs tags"):
         run.execute("run", [], catalogue_files=files)
+
+
+def test_a_performance_that_is_no_measurement_fails_its_row_and_a_broken_csv_fails_its_model(tmp_path):
+    csv_rows = "model,performance,metric\na,12.5,x\nb,garbage,x\nc,nan,x\nd,-1,x\ne,,x\n"
+    root = make(tmp_path, [
+        {"name": "negative", "scripts": "scripts/t/negative.sh"},
+        {"name": "inf", "scripts": "scripts/t/inf.sh"},
+        {"name": "rows", "scripts": "scripts/t/rows.sh", "multiple_results": "rows.csv"},
+        {"name": "huge", "scripts": "scripts/t/huge.sh", "multiple_results": "huge.csv"},
+        {"name": "ok", "scripts": "scripts/t/ok.sh"},
+    ], {"negative.sh": "echo 'performance: -5 samples_per_second'\n",
+        "inf.sh": "echo 'train_samples_per_second = inf'\necho 'performance: 1e999 x'\n",
+        "rows.sh": "printf '%s' '" + csv_rows + "' > rows.csv\n",
+        # A field longer than the csv module's limit (131072 characters): csv.Error, not a traceback.
+        "huge.sh": "python3 -c \"print('model,performance,metric'); print('a,' + '1' * 200000 + ',x')\" > huge.csv\n",
+        "ok.sh": "echo 'performance: 7 x'\n"})
+    rows = runner(root, tmp_path).run_all(Catalogue(str(root)).select(["t"]))["workloads"]
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["negative"]["status"] == "FAILURE" and "not a finite number >= 0" in by_name["negative"]["reason"]
+    assert by_name["inf"]["status"] == "FAILURE" and "not a finite number >= 0" in by_name["inf"]["reason"]
+    assert [(by_name["rows_" + n]["status"]) for n in "abcde"] == ["SUCCESS", "FAILURE", "FAILURE", "FAILURE", "FAILURE"]
+    assert "is not a number" in by_name["rows_b"]["reason"] and by_name["rows_e"]["reason"] == "empty performance"
+    assert by_name["huge"]["status"] == "FAILURE" and "cannot be read" in by_name["huge"]["reason"]
+    assert by_name["ok"]["status"] == "SUCCESS"
+
+
+def test_the_huggingface_fallback_reads_only_a_whole_number():
+    assert run.parse_performance("'train_samples_per_second': 31.5,") == ("31.5", "samples_per_second")
+    assert run.parse_performance("train_samples_per_second = 1.2.3e") == ("1.2", "samples_per_second")
+    assert run.performance_problem("1.2") is None and run.performance_problem("1e999") is not None

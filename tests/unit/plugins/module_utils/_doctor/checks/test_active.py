@@ -41,17 +41,20 @@ def ok(data):
     return {"status": "ok", "data": data, "reason": None}
 
 
-def judge(check_id, data=None, expect=None, envelope=None):
+def judge(check_id, data=None, expect=None, envelope=None, smi=None):
     chk = [c for c in CATALOGUE if c.id == check_id][0]
     name = chk.probes[0]
-    return registry.evaluate(chk, {name: envelope or ok(data)}, expect or {})
+    probes = {name: envelope or ok(data)}
+    probes.update((other, ok(smi) if smi is not None else {"status": "absent", "data": None, "reason": "not on this host"})
+                  for other in chk.probes[1:])
+    return registry.evaluate(chk, probes, expect or {})
 
 
 def test_every_active_check_is_deep_and_reads_one_active_probe():
     active = dict((c.id, c) for c in CATALOGUE if c.id in GPU_CHECKS + ("system.memory_bandwidth",))
     assert len(active) == 5
     assert all(c.level == levels.DEEP for c in active.values())
-    assert all(c.probes == ("gpu_active",) for c_id, c in active.items() if c_id in GPU_CHECKS)
+    assert all(c.requires == ("gpu_active",) and c.uses == ("nvidia_smi",) for c_id, c in active.items() if c_id in GPU_CHECKS)
     assert active["system.memory_bandwidth"].probes == ("memory_active",)
 
 
@@ -255,3 +258,55 @@ def test_the_checks_do_not_change_their_input():
     for check_id in GPU_CHECKS:
         judge(check_id, data)
     assert data == before
+
+
+# ---------------------------------------------------------------- adversarial: NaN figures, a GPU the worker left out
+
+def _smi(count):
+    """nvidia-smi's view of the same host (its spellings: GPU- UUIDs, 8-digit PCI domain)."""
+    return {"gpus": [{"index": i, "name": H100, "uuid": "GPU-%08d-0000-0000-0000-000000000000" % i,
+                      "pci_bus_id": "00000000:%02X:00.0" % (0x18 + i)} for i in range(count)]}
+
+
+@pytest.mark.parametrize("check_id, edit, status", [
+    ("gpu.matmul_consistency", lambda g: g["consistency"]["fp32"].update(max_rel_error=float("nan")), "FAIL"),
+    ("gpu.matmul_consistency", lambda g: g["consistency"]["bf16"].update(max_rel_error=float("inf")), "FAIL"),
+    ("gpu.matmul_consistency", lambda g: g.update(bf16_tflops=float("nan")), "ERROR"),
+    ("gpu.memory_bandwidth", lambda g: g.update(memory_bandwidth_gbps=float("nan")), "ERROR"),
+    ("gpu.memory_bandwidth", lambda g: g.update(memory_bandwidth_gbps=float("inf")), "ERROR"),
+    ("gpu.pcie_under_load", lambda g: g["pcie"].update(h2d_gbps=float("nan")), "ERROR"),
+])
+def test_a_nan_or_infinite_figure_is_never_a_pass(check_id, edit, status):
+    data = host_answer()
+    edit(data["gpus"][3])
+    result = judge(check_id, data)
+    assert result["status"] == status and "GPU 3" in result["message"], result["message"]
+
+
+def test_an_allreduce_with_a_nan_bus_bandwidth_is_error_not_pass():
+    data = host_answer()
+    data["allreduce"]["busbw_gbps"] = float("nan")
+    result = judge("gpu.allreduce_local", data)
+    assert result["status"] == "ERROR" and "measured no bus bandwidth" in result["message"]
+    data["allreduce"]["busbw_gbps"] = None
+    assert judge("gpu.allreduce_local", data, expect={"allreduce_busbw_gbps": 0.0})["status"] == "ERROR"
+
+
+@pytest.mark.parametrize("check_id", GPU_CHECKS)
+def test_a_gpu_nvidia_smi_lists_but_the_worker_left_out_is_never_a_pass(check_id):
+    data = host_answer(count=8)
+    assert judge(check_id, data, smi=_smi(8))["status"] == "PASS"
+    del data["gpus"][5]  # torch saw 7 of the 8 GPUs
+    result = judge(check_id, data, smi=_smi(8))
+    assert result["status"] == "ERROR", result["message"]
+    assert "GPU 5 (GPU-00000005-0000-0000-0000-000000000000): listed by nvidia-smi, not measured by the worker" in result["message"]
+    assert "torch saw 7 of 8 GPUs" in result["message"]
+
+
+def test_a_gpu_left_out_is_found_by_count_when_the_worker_names_no_uuid_or_bus():
+    data = host_answer(count=2)
+    for gpu in data["gpus"]:
+        gpu.update(uuid=None, pci_bus_id=None)
+    assert judge("gpu.memory_bandwidth", data, smi=_smi(2))["status"] == "PASS"
+    result = judge("gpu.memory_bandwidth", data, smi=_smi(3))
+    assert result["status"] == "ERROR" and "GPU 2 (GPU-00000002" in result["message"]

@@ -6,18 +6,22 @@ import os
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE, PROBE_ROOTS
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import amdgpu_log
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.amd_smi import parse_amd_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.rocm_smi import parse_rocm_smi
-from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
-from ansible_collections.continuum.hydra.tests.unit.plugins.module_utils._host.gpus.test_amd_smi import (
+from ansible_collections.continuum.hydra.tests.support.amd import (
     MI210_STATIC,
+    amd,
+    amd_smi_data,
+    error,
+    judge,
+    log_envelope,
     metric_text,
     rx6600_metric,
     rx6600_static,
     with_ecc,
 )
+from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
 
 ROCM_RECORDINGS = sorted(os.listdir(fixture_path("amd", "rocm-smi")))
 LOGS = sorted(os.listdir(fixture_path("amd", "kernel-log")))
@@ -26,54 +30,6 @@ JUDGED = ("gpu.count", "gpu.model", "gpu.temperature", "gpu.power", "gpu.pcie_li
 SHARED = JUDGED + ("gpu.ecc_errors", "gpu.row_remap", "gpu.pcie_replay", "gpu.clocks", "driver.version",
                    "driver.kernel_module")
 AMD_CHECKS = ("driver.amd_smi", "gpu.xgmi", "gpu.partition", "gpu.amdgpu_errors")
-
-
-def ok(data):
-    return {"status": "ok", "data": data, "reason": None, "duration_ms": 0.0}
-
-
-def absent(reason):
-    return {"status": "absent", "data": None, "reason": reason, "duration_ms": 0.0}
-
-
-def error(reason):
-    return {"status": "error", "data": None, "reason": reason, "duration_ms": 0.0}
-
-
-def amd(inventory, pci_gpus=(), kfd=None, module=None):
-    """What the amd_smi probe adds around a reader's inventory."""
-    return dict(inventory, pci_gpus=list(pci_gpus), kfd=kfd, replay_window_s=1.0,
-                kernel_module=module or {"loaded": True, "version": None, "kind": "in-box"})
-
-
-def log_envelope(text="", hours=24):
-    return ok(dict(amdgpu_log.scan(text), source="journalctl", journal_problem=None, window_hours=hours, window_applied=True))
-
-
-def defaults():
-    """An AMD host: no NVIDIA driver, nothing in the kernel log."""
-    return {
-        "nvidia_smi": absent("nvidia-smi not found on PATH (no NVIDIA driver installed?)"),
-        "nvidia_pci": ok({"gpus": [], "nvswitches": []}),
-        "kernel_module": absent("the nvidia kernel module is not loaded"),
-        "host": ok({"is_container": False, "is_vm": False, "is_wsl": False}),
-        "amd_smi": absent("no AMD GPU: amd-smi and rocm-smi not on PATH and no AMD GPU on the PCI bus"),
-        "amdgpu_log": log_envelope(),
-    }
-
-
-def judge(check_id, data=None, expect=None, **envelopes):
-    (chk,) = [c for c in CATALOGUE if c.id == check_id]
-    probes = defaults()
-    if data is not None:
-        probes["amd_smi"] = ok(data)
-    probes.update(envelopes)
-    return registry.evaluate(chk, dict((name, probes.get(name) or absent("not probed")) for name in chk.probes),
-                             expect or {}, registry.roots_for(CATALOGUE, PROBE_ROOTS))
-
-
-def amd_smi_data(metric=None):
-    return amd(parse_amd_smi(MI210_STATIC, metric or metric_text()))
 
 
 def healthy_inventories():

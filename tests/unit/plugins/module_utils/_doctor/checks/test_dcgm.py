@@ -155,3 +155,73 @@ def test_probe_absent_is_skip_and_probe_error_is_error_with_the_reason():
     failed = registry.evaluate(CHECK, {"dcgm_diag": {"status": READ_FAILED, "data": None,
                                                      "reason": "dcgmi diag -j: output is not valid JSON"}, "nvidia_smi": smi}, {})
     assert failed["status"] == ERROR and "output is not valid JSON" in failed["message"]
+
+
+def _all_pass(raw):
+    for category in raw["DCGM GPU Diagnostic"]["test_categories"]:
+        for test in category["tests"]:
+            for result in test["results"]:
+                result.update(status="Pass", warnings="")
+    return raw
+
+
+def test_a_gpu_nvidia_smi_lists_but_missing_from_the_json_fails_naming_it():
+    raw = _all_pass(_plant_power_fail(doc(T4_R3), 0))  # 4 GPUs, all Pass
+    for category in raw["DCGM GPU Diagnostic"]["test_categories"]:
+        for test in category["tests"]:
+            test["results"] = [r for r in test["results"] if r.get("gpu_ids") != "3"]
+    one = parse_nvidia_smi(read_fixture("nvidia-smi", "tesla-t4.xml"))
+    smi = dict(one, gpus=[dict(one["gpus"][0], index=n) for n in range(4)])
+    assert judge(raw, smi=dict(one, gpus=smi["gpus"][:3]))["status"] == PASS
+    result = judge(raw, smi=smi)
+    assert result["status"] == FAIL
+    assert result["message"].startswith("dcgmi diag -r 2: GPU 3 missing from dcgmi diag's results (nvidia-smi lists 0, 1, 2, 3")
+
+
+def test_a_gpu_in_dcgms_entity_list_without_any_result_is_not_a_pass():
+    raw = doc(GB10_R2_ALLOWED)
+    _test(raw, "software")["results"][0].update(status="Pass", warnings=[])
+    _test(raw, "software")["test_summary"] = {"status": "Pass"}
+    assert judge(raw)["status"] == PASS
+    raw["entity_groups"][0]["entities"].append({"entity_id": 1, "device_id": "2e12", "serial_num": "x"})
+    result = judge(raw)
+    assert result["status"] == WARN and "GPU 1 not tested (in DCGM's entity list, no result)" in result["message"]
+
+
+def test_tests_not_run_with_empty_results_are_not_a_pass():
+    raw = doc(GB10_R2_SKIP)
+    _test(raw, "software")["results"][0].update(status="Pass", warnings=[])
+    _test(raw, "software")["test_summary"] = {"status": "Pass"}
+    for name in ("memory", "pcie"):
+        _test(raw, name).update(results=[], test_summary={"status": "Not Run"})
+    result = judge(raw)
+    assert result["status"] == WARN and "GPU 0 not tested (no result in memory, pcie)" in result["message"]
+
+
+def test_dcgm_3x_skips_naming_no_gpu_are_not_a_pass_of_zero_gpus():
+    raw = doc(T4_R2)
+    for category in raw["DCGM GPU Diagnostic"]["test_categories"]:
+        if category["category"] != "Deployment":
+            for test in category["tests"]:
+                test["results"] = [{"status": "Skip", "warnings": "", "info": ""}]
+    result = judge(raw)
+    assert result["status"] == WARN and "no GPU tested: PCIe skipped, GPU Memory skipped" in result["message"]
+
+
+def test_iterations_whose_overall_result_fails_is_not_a_pass():
+    result = judge({"iterations": [doc(T4_R2)], "Overall Result": "Fail"})
+    assert result["status"] == ERROR and "Overall Result is 'Fail'" in result["message"]
+    assert judge({"iterations": [doc(T4_R2)], "Overall Result": "Pass"})["status"] == PASS
+
+
+def test_a_gpu_dcgm_lists_but_gave_no_result_is_not_tested_and_one_it_does_not_list_is_lost():
+    raw = doc(GB10_R2_ALLOWED)
+    _test(raw, "software")["results"][0].update(status="Pass", warnings=[])
+    _test(raw, "software")["test_summary"] = {"status": "Pass"}
+    raw["entity_groups"][0]["entities"].append({"entity_id": 1, "device_id": "2e12", "serial_num": "x"})
+    one = parse_nvidia_smi(read_fixture("nvidia-smi", "tesla-t4.xml"))
+    smi = dict(one, gpus=[dict(one["gpus"][0], index=n) for n in range(3)])
+    result = judge(raw, smi=smi)
+    assert result["status"] == FAIL and result["message"].startswith("dcgmi diag -r 2: GPU 2 missing from dcgmi diag's results")
+    assert "GPU 1 not tested" not in result["message"]  # the message names the worst status's problems
+    assert judge(raw, smi=dict(one, gpus=smi["gpus"][:2]))["status"] == WARN

@@ -65,3 +65,12 @@ def test_nothing_to_judge_is_an_error_and_absent_rvs_is_skip():
     assert result["message"] == "rvs printed no result doctor can judge; first error: RVS-ERROR [gst] Unable to load rocblas"
     absent = registry.evaluate(CHECK, {"rvs": {"status": READ_ABSENT, "data": None, "reason": "rvs not found"}}, {})
     assert absent["status"] == SKIP
+
+
+def test_error_lines_beside_passing_results_are_error_not_pass():
+    lines = log("iet").splitlines()
+    # An action that broke on one GPU: RVS logs the error and carries on, exit 0, the other GPUs' verdicts pass.
+    lines.insert(len(lines) // 2, "[ERROR ] [ 61123.554231] [iet-stress-1400W-true] hipMalloc failed on GPU 42583")
+    result = judge("\n".join(lines))
+    assert result["status"] == ERROR and "hipMalloc failed on GPU 42583" in result["message"]
+    assert judge(log("iet"))["status"] == PASS

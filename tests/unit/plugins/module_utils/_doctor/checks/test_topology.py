@@ -128,3 +128,27 @@ def test_amd_showtopo_feeds_the_same_check():
     record = judge(read_fixture("rocm-smi-topo", "mi300x-8gpu-xgmi-rocm72.txt"), parse=parse_rocm_showtopo)
     assert record["status"] == PASS and record["details"]["source"] == "rocm-smi"
     assert record["details"]["gpus"][4]["numa_topo"] == "1"
+
+
+def _della_lines():
+    return read_fixture("nvidia-smi-topo", "della-i16g1-a100-4gpu-nv4.txt").splitlines()
+
+
+def test_a_gpu_row_missing_or_a_garbled_cell_is_error_never_pass():
+    lines = _della_lines()
+    result = judge("\n".join(line for line in lines if not line.startswith("GPU2")))
+    assert result["status"] == "ERROR" and "GPU2: in the header, no row" in result["message"]
+    result = judge("\n".join(lines).replace("NV4", "zz", 1))
+    assert result["status"] == "ERROR" and "'zz' not a link kind" in result["message"]
+
+
+def test_a_cut_matrix_of_one_readable_gpu_is_error_not_skip():
+    lines = _della_lines()
+    result = judge("\n".join(lines[:2]))  # the header and GPU0's row: GPU1-3 and the NIC cut off
+    assert result["status"] == "ERROR" and "GPU1, GPU2, GPU3: in the header, no row" in result["message"]
+
+
+def test_fewer_gpus_in_the_matrix_than_nvidia_smi_lists_is_error():
+    smi = {"gpus": [{"index": n, "pci_bus_id": "00000000:%02X:00.0" % n} for n in range(5)]}
+    result = judge("\n".join(_della_lines()), smi=smi)
+    assert result["status"] == "ERROR" and "nvidia-smi lists 5 GPUs, its topology matrix 4" in result["message"]

@@ -8,9 +8,8 @@ import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import amd
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.tests.support.amd import MI300X, build_host, metric_text, write
 from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
-from ansible_collections.continuum.hydra.tests.unit.plugins.module_utils._host.gpus.test_amd_smi import metric_text
-from ansible_collections.continuum.hydra.tests.unit.plugins.module_utils._host.gpus.test_amd_sysfs import MI300X, build_host, write
 
 OPTIONS = {"timeouts": {"nvidia_smi": 5, "kernel_log": 5, "command": 5}}
 

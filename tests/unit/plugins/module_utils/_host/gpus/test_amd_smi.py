@@ -7,59 +7,7 @@ import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.amd_smi import AmdSmiParseError, parse_amd_smi
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-
-MI210_STATIC = read_fixture("amd", "amd-smi", "dme-mi210-static-inbox-driver.json")
-
-
-def rx6600_metric():
-    """``amd-smi metric --json`` of a Radeon RX 6600 under amd-smi 24.x (bare list, no wrapper).
-
-    The values are the facts of the recording in luckylinux/supermicro-fan-control GPU_NOTES.md @1cae1a4a
-    (AGPL-3.0, so its file is not copied into the collection; see tests/fixtures/amd/README.md): edge 36 C,
-    hotspot 37 C, memory 32 C, socket power 6 W, UNTHROTTLED, gfx 800 of 500-2750 MHz, mem 541 MHz, link x8 at
-    16 GT/s, every PCIe counter "N/A", ECC totals 0, ecc_blocks "N/A", xgmi_err "N/A", gfx activity 1 %.
-    """
-    return [{
-        "gpu": 0,
-        "usage": {"gfx_activity": {"value": 1, "unit": "%"}, "umc_activity": {"value": 0, "unit": "%"},
-                  "mm_activity": {"value": 0, "unit": "%"}, "vcn_activity": ["N/A"] * 4, "jpeg_activity": ["N/A"] * 32},
-        "power": {"socket_power": {"value": 6, "unit": "W"}, "gfx_voltage": {"value": "N/A", "unit": "mV"},
-                  "soc_voltage": {"value": "N/A", "unit": "mV"}, "mem_voltage": {"value": "N/A", "unit": "mV"},
-                  "power_management": "ENABLED", "throttle_status": "UNTHROTTLED"},
-        "clock": {"gfx_0": {"clk": {"value": 800, "unit": "MHz"}, "min_clk": {"value": 500, "unit": "MHz"},
-                            "max_clk": {"value": 2750, "unit": "MHz"}, "clk_locked": "N/A", "deep_sleep": "DISABLED"},
-                  "gfx_1": {"clk": "N/A", "min_clk": "N/A", "max_clk": "N/A", "clk_locked": "N/A", "deep_sleep": "N/A"},
-                  "mem_0": {"clk": {"value": 541, "unit": "MHz"}, "min_clk": {"value": 96, "unit": "MHz"},
-                            "max_clk": {"value": 875, "unit": "MHz"}, "clk_locked": "N/A", "deep_sleep": "DISABLED"}},
-        "temperature": {"edge": {"value": 36, "unit": "C"}, "hotspot": {"value": 37, "unit": "C"},
-                        "mem": {"value": 32, "unit": "C"}},
-        "pcie": {"width": 8, "speed": {"value": 16, "unit": "GT/s"}, "bandwidth": "N/A", "replay_count": "N/A",
-                 "l0_to_recovery_count": "N/A", "replay_roll_over_count": "N/A", "nak_sent_count": "N/A",
-                 "nak_received_count": "N/A", "current_bandwidth_sent": "N/A", "current_bandwidth_received": "N/A",
-                 "max_packet_size": "N/A"},
-        "ecc": {"total_correctable_count": 0, "total_uncorrectable_count": 0, "total_deferred_count": 0,
-                "cache_correctable_count": "N/A", "cache_uncorrectable_count": "N/A"},
-        "ecc_blocks": "N/A",
-        "fan": {"speed": 0, "max": 255, "rpm": 0, "usage": {"value": 0.0, "unit": "%"}},
-        "voltage_curve": "N/A", "overdrive": "N/A", "perf_level": "AMDSMI_DEV_PERF_LEVEL_AUTO", "xgmi_err": "N/A",
-        "energy": {"total_energy_consumption": {"value": 0.0, "unit": "J"}},
-        "mem_usage": {"total_vram": {"value": 8176, "unit": "MB"}, "used_vram": {"value": 202, "unit": "MB"},
-                      "free_vram": {"value": 7974, "unit": "MB"}},
-    }]
-
-
-def metric_text(doc=None, wrapped=False):
-    doc = rx6600_metric() if doc is None else doc
-    return json.dumps({"gpu_data": doc} if wrapped else doc, indent=4)
-
-
-def with_ecc(uncorrectable=0, deferred=0, umc_uncorrectable=0):
-    doc = rx6600_metric()
-    doc[0]["ecc"].update(total_uncorrectable_count=uncorrectable, total_deferred_count=deferred)
-    doc[0]["ecc_blocks"] = {"UMC": {"correctable_count": 0, "uncorrectable_count": umc_uncorrectable, "deferred_count": 0},
-                            "XGMI_WAFL": {"correctable_count": 0, "uncorrectable_count": 0, "deferred_count": 0}}
-    return metric_text(doc)
+from ansible_collections.continuum.hydra.tests.support.amd import MI210_STATIC, metric_text, rx6600_metric, rx6600_static, with_ecc
 
 
 def test_mi210_static_and_a_24x_metric_list_give_one_full_record():
@@ -169,35 +117,6 @@ def test_a_lone_gpu_object_and_a_listed_ecc_block_state_read_too():
     static["ras"]["ecc_block_state"] = [{"block": "UMC", "status": "ENABLED"}, {"block": "XGMI_WAFL", "status": "DISABLED"}]
     gpu = parse_amd_smi(json.dumps(static), with_ecc(uncorrectable=1, umc_uncorrectable=1))["gpus"][0]
     assert gpu["ecc"]["volatile"]["uncorrectable"] == 1 and gpu["ras_blocks"]["XGMI_WAFL"]["enabled"] is False
-
-
-def rx6600_static():
-    """``amd-smi static --json`` of the same Radeon RX 6600 (amd-smi 24.x, bare list), from the facts of the
-    luckylinux recording (AGPL-3.0, not copied): bus.bdf 0000:0b:00.0, x16 Gen 4 max, VBIOS 020.003.000.030.000000,
-    power 94..100 W cap 100 W, edge 100/105 C, hotspot 110/115 C, vram 100/105 C, driver "7.0.0-3-pve" (the
-    Proxmox kernel's in-box amdgpu), every RAS and partition field "N/A", 8176 MB GDDR6."""
-    def unit(value, name):
-        return {"value": value, "unit": name}
-    return [{
-        "gpu": 0,
-        "asic": {"market_name": "Navi 23 [Radeon RX 6600/6600 XT", "vendor_id": "0x1002", "device_id": "0x73ff",
-                 "rev_id": "0xc7", "asic_serial": "N/A", "oam_id": "N/A"},
-        "bus": {"bdf": "0000:0b:00.0", "max_pcie_width": 16, "max_pcie_speed": unit(16, "GT/s"),
-                "pcie_interface_version": "Gen 4", "slot_type": "CEM"},
-        "vbios": {"name": "73FFHB.20.3.0.30.AS05", "build_date": "2021/12/01 00:51", "part_number": "115-D534P00-100",
-                  "version": "020.003.000.030.000000"},
-        "limit": {"max_power": unit(100, "W"), "min_power": unit(94, "W"), "socket_power": unit(100, "W"),
-                  "slowdown_edge_temperature": unit(100, "C"), "slowdown_hotspot_temperature": unit(110, "C"),
-                  "slowdown_vram_temperature": unit(100, "C"), "shutdown_edge_temperature": unit(105, "C"),
-                  "shutdown_hotspot_temperature": unit(115, "C"), "shutdown_vram_temperature": unit(105, "C")},
-        "driver": {"name": "amdgpu", "version": "7.0.0-3-pve"},
-        "board": {"model_number": "N/A", "product_serial": "N/A", "fru_id": "N/A", "product_name": "N/A",
-                  "manufacturer_name": "N/A"},
-        "ras": {"eeprom_version": "N/A", "parity_schema": "N/A", "single_bit_schema": "N/A", "double_bit_schema": "N/A",
-                "poison_schema": "N/A", "ecc_block_state": "N/A"},
-        "partition": {"compute_partition": "N/A", "memory_partition": "N/A"},
-        "vram": {"type": "GDDR6", "vendor": "MICRON", "size": unit(8176, "MB")},
-    }]
 
 
 def test_the_rx6600_static_and_metric_pair():

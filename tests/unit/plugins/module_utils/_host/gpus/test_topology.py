@@ -133,3 +133,20 @@ def test_sys_facts_from_a_laid_out_tree(tmp_path):
     assert facts["gpus"]["0000:1b:00.0"]["numa_node"] is None and facts["gpus"]["0000:1b:00.0"]["numa_node_raw"] == "-1"
     assert facts["nics"]["mlx5_0"]["address"] == "0000:1a:00.0" and facts["nics"]["mlx5_0"]["numa_node"] == 0
     assert fixture_path("rocm-smi-topo", "mi50-4gpu-pcie-rocm721.txt")
+
+
+DELLA = "della-i16g1-a100-4gpu-nv4.txt"
+
+
+def test_a_gpu_row_lost_or_a_cell_that_is_no_link_kind_is_a_problem():
+    lines = read_fixture("nvidia-smi-topo", DELLA).splitlines()
+    assert topo.parse_topology("\n".join(lines))["problems"] == []
+    cut = topo.parse_topology("\n".join(line for line in lines if not line.startswith("GPU2")))
+    assert cut["problems"] == ["GPU2: in the header, no row (output cut?)"]
+    garbled = topo.parse_topology("\n".join(lines).replace("NV4", "N/A", 1))
+    assert garbled["problems"] == ["row GPU0: 'N/A' not a link kind (X, NV#, PIX, PXB, PHB, NODE, SYS)"]
+
+
+@pytest.mark.parametrize("text", ["0-4294967295", "0-70000", "9-3"])
+def test_a_cpulist_too_large_or_reversed_is_not_a_cpulist(text):
+    assert topo.cpulist(text) is None  # never a set of billions of CPUs (a hang)
