@@ -12,6 +12,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE, PROBE_ROOTS
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import amdgpu_log
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.amd_smi import parse_amd_smi
+from ansible_collections.continuum.hydra.tests.support.envelopes import absent, ok
 from ansible_collections.continuum.hydra.tests.support.fleet import write_host_bin
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
@@ -174,19 +175,7 @@ def build_host(tmp_path):
 
 # Probe envelopes and the doctor's checks judged on them.
 
-def ok(data):
-    """A probe envelope of a probe that ran."""
-    return {"status": "ok", "data": data, "reason": None, "duration_ms": 0.0}
 
-
-def absent(reason):
-    """A probe envelope of a probe whose tool is absent."""
-    return {"status": "absent", "data": None, "reason": reason, "duration_ms": 0.0}
-
-
-def error(reason):
-    """A probe envelope of a probe that failed."""
-    return {"status": "error", "data": None, "reason": reason, "duration_ms": 0.0}
 
 
 def amd(inventory, pci_gpus=(), kfd=None, module=None):

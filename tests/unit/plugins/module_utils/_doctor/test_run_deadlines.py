@@ -15,6 +15,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent
+from ansible_collections.continuum.hydra.tests.support.doctor_probes import probe_table
 from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path
 
 GPU_CHECKS = ["gpu", "driver", "cuda.driver_version"]
@@ -115,14 +116,6 @@ def test_a_hung_nccl_conf_in_home_makes_env_config_error_and_the_run_returns(tmp
     assert result["environment"]["hostname"]
 
 
-def _table(**overrides):
-    def absent(options):
-        raise ProbeAbsent("not on this test host")
-    table = dict((name, absent) for name in probe_catalogue.PROBES)
-    table["host"] = lambda options: {"hostname": "test-host"}
-    table.update(overrides)
-    return table
-
 
 def _assert_complete(result):
     assert set(result) >= {"schema_version", "environment", "checks", "summary", "overall_status", "total_duration_ms", "probes"}
@@ -146,7 +139,7 @@ def test_past_the_total_deadline_no_probe_starts_and_unrun_checks_are_error(monk
             raise ProbeAbsent("absent")
         return probe
 
-    table = _table(**dict((name, tracking(name)) for name in probe_catalogue.PROBES))
+    table = probe_table(**dict((name, tracking(name)) for name in probe_catalogue.PROBES))
     table["host"] = slow_host
     result = _doctor.run(probes=table, timeouts={"total": 0.1}, level="deep")  # deep: every check of the catalogue
     assert started == ["host"]
@@ -172,7 +165,7 @@ def test_a_probe_stuck_past_the_deadline_is_abandoned_and_the_run_returns(monkey
         return {"hostname": "late"}
 
     try:
-        result = _doctor.run(probes=_table(host=stuck), timeouts={"total": 0.1})
+        result = _doctor.run(probes=probe_table(host=stuck), timeouts={"total": 0.1})
     finally:
         release.set()
     _assert_complete(result)
@@ -216,4 +209,4 @@ def test_probe_timeouts_are_capped_by_the_time_left():
 @pytest.mark.parametrize("value", [0, -1, "10", True])
 def test_total_must_be_a_positive_number(value):
     with pytest.raises(_doctor.DoctorInputError, match="timeouts.total: .* is not a positive number of seconds"):
-        _doctor.run(probes=_table(), timeouts={"total": value})
+        _doctor.run(probes=probe_table(), timeouts={"total": value})

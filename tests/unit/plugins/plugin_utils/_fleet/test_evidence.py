@@ -5,9 +5,10 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import xid
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, READ_OK, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, WARN
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.evidence import build_evidence, evidence_links, evidence_path, safe_name
 from ansible_collections.continuum.hydra.tests.support import fleet_factory
+from ansible_collections.continuum.hydra.tests.support.envelopes import ok as _ok
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 RECORDING = "a100-sxm4-v12.xml"
@@ -21,9 +22,6 @@ def _planted_smi():
     root.find("gpu/ecc_errors/volatile/dram_uncorrectable").text = "2"
     return parse_nvidia_smi(ET.tostring(root, encoding="unicode"))
 
-
-def _ok(data):
-    return {"status": READ_OK, "data": data, "reason": None, "duration_ms": 0.0}
 
 
 def _judge(check_id, probes):

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.tests.support.envelopes import ok
 
 H100 = "NVIDIA H100 80GB HBM3"
 GPU_CHECKS = ("gpu.matmul_consistency", "gpu.memory_bandwidth", "gpu.pcie_under_load", "gpu.allreduce_local")
@@ -36,9 +37,6 @@ def host_answer(count=8, name=H100):
             "allreduce": {"gpus": count, "bytes": 268435456, "algbw_gbps": 241.0, "busbw_gbps": 421.8, "backend": "nccl",
                           "nccl_version": "2.21.5"} if count > 1 else None}
 
-
-def ok(data):
-    return {"status": "ok", "data": data, "reason": None}
 
 
 def judge(check_id, data=None, expect=None, envelope=None, smi=None):

@@ -13,7 +13,6 @@ from ansible_collections.continuum.hydra.tests.support.amd import (
     MI210_STATIC,
     amd,
     amd_smi_data,
-    error,
     judge,
     log_envelope,
     metric_text,
@@ -21,6 +20,7 @@ from ansible_collections.continuum.hydra.tests.support.amd import (
     rx6600_static,
     with_ecc,
 )
+from ansible_collections.continuum.hydra.tests.support.envelopes import error
 from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
 
 ROCM_RECORDINGS = sorted(os.listdir(fixture_path("amd", "rocm-smi")))

@@ -1,14 +1,8 @@
 """The checks NVIDIA and AMD GPUs share word their remediation for the vendor of the GPUs they blame."""
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
-from ansible_collections.continuum.hydra.tests.support.amd import (
-    amd_smi_data,
-    judge,
-    metric_text,
-    ok,
-    rx6600_metric,
-    with_ecc,
-)
+from ansible_collections.continuum.hydra.tests.support.amd import amd_smi_data, judge, metric_text, rx6600_metric, with_ecc
+from ansible_collections.continuum.hydra.tests.support.envelopes import ok
 from ansible_collections.continuum.hydra.tests.support.fleet import UNCORRECTABLE_ECC, plant
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 

@@ -13,6 +13,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import xid
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi, parse_nvlink_status
+from ansible_collections.continuum.hydra.tests.support.envelopes import absent, error, ok
 from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path, read_fixture
 
 RECORDINGS = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
@@ -54,16 +55,7 @@ def gpus(count):
     return multiply
 
 
-def ok(data):
-    return {"status": "ok", "data": data, "reason": None, "duration_ms": 0.0}
 
-
-def absent(reason):
-    return {"status": "absent", "data": None, "reason": reason, "duration_ms": 0.0}
-
-
-def error(reason):
-    return {"status": "error", "data": None, "reason": reason, "duration_ms": 0.0}
 
 
 def kernel_log(text="", hours=24):

@@ -17,6 +17,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.stack import parse_nvcc_version
+from ansible_collections.continuum.hydra.tests.support.envelopes import absent, ok
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 from ansible_collections.continuum.hydra.tests.support.host_tree import copy_host_tree
 
@@ -28,12 +29,6 @@ DRIVER_TOO_OLD = ("CUDA initialization: The NVIDIA driver on your system is too 
                   "version of the CUDA driver. (Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:109.)")
 
 
-def ok(data):
-    return {"status": "ok", "data": data, "reason": None}
-
-
-def absent(reason):
-    return {"status": "absent", "data": None, "reason": reason}
 
 
 def failed(reason):

@@ -16,13 +16,11 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system
+from ansible_collections.continuum.hydra.tests.support.envelopes import ok
 from ansible_collections.continuum.hydra.tests.support.host_tree import OPTIONS, copy_host_tree, edit, lay_out_dump, recorded_statvfs, v2_tree
 
 GIB = 2 ** 30
 
-
-def ok(data):
-    return {"status": "ok", "data": data, "reason": None}
 
 
 def judge(check_id, expect=None, **probes):

@@ -14,6 +14,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.cat
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
+from ansible_collections.continuum.hydra.tests.support.envelopes import ok
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 RECORDINGS = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
@@ -39,9 +40,6 @@ READS = {
     "gpu.recovery_action": ("recovery",),
 }
 
-
-def ok(data):
-    return {"status": "ok", "data": data, "reason": None, "duration_ms": 0.0}
 
 
 def judge_all(data, expect=None):
