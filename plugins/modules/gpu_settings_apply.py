@@ -13,6 +13,10 @@ description:
   - An option left out is left as it is.
   - ECC mode changes take effect at the next GPU reset or reboot. The module compares and sets the pending mode
     and returns RV(reboot_required) while the current mode differs from it.
+  - On a host whose GPUs are AMD (no C(nvidia-smi); amd-smi, an AMD GPU on the PCI bus or the amdgpu module), only
+    O(power_limit) has a one-to-one equivalent - it is read, set with C(amd-smi set --gpu N --power-cap W) and read
+    back the same way; the other settings are left as they are and named in RV(skipped_settings). With no
+    O(power_limit) the module skips (RV(skip_reason)). See C(docs/amd.md).
   - Usually called by the P(continuum.hydra.gpu_settings#role) role; see C(docs/remediation.md).
 author:
   - continuum.hydra developers (@continuum-hydra)
@@ -138,6 +142,22 @@ reboot_required_gpus:
   type: list
   elements: int
   sample: [0, 1]
+vendor:
+  description: V(amd) when the GPUs are AMD (only the power limit is managed there).
+  returned: on AMD hosts
+  type: str
+  sample: amd
+skipped_settings:
+  description: The options given that have no AMD equivalent and were left as they are.
+  returned: on AMD hosts
+  type: list
+  elements: str
+  sample: ["persistence_mode", "application_clocks"]
+skip_reason:
+  description: Why settings were not applied on this host (AMD GPUs, or no nvidia-smi).
+  returned: when settings were skipped
+  type: str
+  sample: "persistence_mode not set: the GPUs are AMD; amd-smi has no equivalent"
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -176,8 +176,6 @@ def build_host(tmp_path):
 # Probe envelopes and the doctor's checks judged on them.
 
 
-
-
 def amd(inventory, pci_gpus=(), kfd=None, module=None):
     """What the amd_smi probe adds around a reader's inventory."""
     return dict(inventory, pci_gpus=list(pci_gpus), kfd=kfd, replay_window_s=1.0,

@@ -18,6 +18,11 @@ declared below; the SKU table (skus.py: 0.9x the best measured bf16 matmul,
 0.8x the host link rate for pinned copies, 0.7x the datasheet device memory
 bandwidth); for the host, the declared defaults.
 
+The recommended actions are vendor-correct: the GPUs a bottleneck's findings blame carry their vendor (the static
+profile's ``vendor: amd``; NVIDIA otherwise). For AMD GPUs an action naming an NVIDIA tool gives the amd-smi
+equivalent (``amd-smi set/reset --power-cap``, ``amd-smi reset --clocks``) and NVIDIA-only advice (persistence mode)
+is dropped; when both vendors are blamed the NVIDIA text is followed by "On the AMD GPUs:" and the AMD one.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -93,6 +98,48 @@ _ACTIONS = {
         ("Use sharded / sequential dataset formats and prefetch", "high", "medium", "Large sequential reads hide random-read latency."),
     ],
 }
+
+
+# The AMD equivalent of each action above that names an NVIDIA tool (amd-smi long options, amdsmi_cli's parser);
+# None: NVIDIA-only advice, dropped for AMD GPUs.
+_AMD_ACTIONS: dict[str, Optional[tuple[str, str, str, str]]] = {
+    "Restore the default GPU power limit": (
+        "Restore the default GPU power cap", "high", "low",
+        "A lowered power cap clips clocks under load (amd-smi reset --gpu <index> --power-cap, or amd-smi set --gpu <index> --power-cap <watts>)."),
+    "Reset application clocks and clock locks": (
+        "Reset clocks and overdrive", "high", "low", "GFX clocks stayed low under load (amd-smi reset --gpu <index> --clocks)."),
+    "Enable persistence mode": None,
+    "Run doctor and dcgmi diag on the GPU": (
+        "Run doctor and the ROCm Validation Suite (rvs) on the GPU", "high", "low",
+        "Matmul throughput below the SKU's measured reference with no throttle reason."),
+    "Check ECC / row-remapping state and memory clocks": (
+        "Check ECC / bad-page state and memory clocks", "high", "low",
+        "Device memory bandwidth below 0.7x the datasheet (amd-smi bad-pages --gpu <index>)."),
+}
+AMD = "amd"
+NVIDIA = "nvidia"
+
+
+def _vendor(static_gpu: Mapping[str, Any], entry: Mapping[str, Any]) -> str:
+    return AMD if AMD in (static_gpu.get("vendor"), entry.get("vendor")) else NVIDIA
+
+
+def actions_for(bottleneck: Optional[str], vendors: Iterable[str]) -> list[tuple[str, str, str, str]]:
+    """The actions of one bottleneck, worded for the GPU vendors it blames (NVIDIA when none is known)."""
+    vendors = set(vendors) or {NVIDIA}
+    out = []
+    for action in _ACTIONS.get(bottleneck or "", []):
+        amd = _AMD_ACTIONS.get(action[0], action)
+        if AMD not in vendors or amd == action:
+            out.append(action)
+        elif NVIDIA not in vendors:
+            if amd is not None:
+                out.append(amd)
+        elif amd is None:
+            out.append(action)
+        else:
+            out.append(action[:3] + ("%s On the AMD GPUs: %s" % (action[3], amd[3]),))
+    return out
 
 
 def shortfall_score(measured: float, floor: float) -> float:
@@ -294,11 +341,16 @@ def analyze(static_profile: Mapping[str, Any], benchmarks: Mapping[str, Any],
     static_gpus = {gpu.get("index"): gpu for gpu in (static_profile.get("gpus") or [])}
     findings, notes = _host_findings(static_profile, benchmarks, expect)
     gpu_bench = benchmarks.get("gpu_sustained") or {}
+    blamed: dict[str, set[str]] = {}  # bottleneck -> vendors of the GPUs its findings blame
     for entry in gpu_bench.get("gpus") or []:
         if entry.get("status") == OK:
-            gpu_findings, gpu_notes = _gpu_findings(entry, static_gpus.get(entry.get("index"), {}), expect)
+            static_gpu = static_gpus.get(entry.get("index"), {})
+            gpu_findings, gpu_notes = _gpu_findings(entry, static_gpu, expect)
             findings.extend(gpu_findings)
             notes.extend(gpu_notes)
+            for item in gpu_findings:
+                blamed.setdefault(item["bottleneck"], set()).add(_vendor(static_gpu, entry))
+    host_vendors = {_vendor(gpu, {}) for gpu in static_gpus.values()}
     scores = _scores(findings)
     ranked = sorted((item for item in scores.items() if item[1] >= SCORE_THRESHOLD), key=lambda item: (-item[1], item[0]))
     primary = ranked[0][0] if ranked else None
@@ -315,7 +367,7 @@ def analyze(static_profile: Mapping[str, Any], benchmarks: Mapping[str, Any],
     findings.sort(key=lambda item: (-item["score"], item["bottleneck"], item["reason"]))
     actions = []
     for bottleneck in (primary, secondary):
-        for title, impact, difficulty, reason in _ACTIONS.get(bottleneck or "", []):
+        for title, impact, difficulty, reason in actions_for(bottleneck, blamed.get(bottleneck or "") or host_vendors):
             actions.append({"title": title, "impact": impact, "difficulty": difficulty, "reason": reason, "bottleneck": bottleneck})
     analysis = {
         "primary_bottleneck": primary,

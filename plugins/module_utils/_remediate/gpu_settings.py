@@ -6,6 +6,11 @@
 Pure functions over `nvidia-smi --query-gpu=... --format=csv,noheader,nounits` text, and at the end the
 GpuSettingsWorker that the gpu_settings_apply module hands to the remediation lifecycle (apply.run).
 
+On a host whose GPUs are AMD (no nvidia-smi; vendor.amd_host) the one setting with a one-to-one AMD equivalent,
+the power cap, goes through amd-smi: read from the amd-smi records (power.limit_w, min_limit_w, max_limit_w),
+set with `amd-smi set --gpu N --power-cap W` (whole watts, amdsmi_cli's parser takes a positive int), read back.
+The NVIDIA-only settings are skipped with the reason (skip_reason); with no power_limit the module skips.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -15,10 +20,12 @@ from collections.abc import Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_json_or_none
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
-from ansible_collections.continuum.hydra.plugins.module_utils._remediate.vendor import skip_on_amd
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate.vendor import amd_host, skip_on_amd, skip_reason
 
 Row = dict[str, Any]  # one nvidia-smi csv row by key
 Gpu = dict[str, Any]  # parse_state(): one GPU's settings
@@ -151,9 +158,7 @@ def plan(gpus: list[Gpu], desired: dict[str, Any], locked_record: Optional[dict[
         if power is not None:
             if gpu["power_limit"] is None:
                 raise GpuSettingsError("power_limit: GPU %s does not report a power limit (not supported)" % index)
-            low, high = gpu["power_min_limit"], gpu["power_max_limit"]
-            if low is not None and high is not None and not low <= power <= high:
-                raise GpuSettingsError("power_limit: %g W is outside GPU %s's range %g-%g W" % (power, index, low, high))
+            check_range(power, index, gpu["power_min_limit"], gpu["power_max_limit"])
             if abs(gpu["power_limit"] - power) > 0.005:
                 change("power_limit", gpu["power_limit"], float(power), ["-pl", "%g" % power])
         clocks = desired.get("application_clocks")
@@ -178,6 +183,51 @@ def plan(gpus: list[Gpu], desired: dict[str, Any], locked_record: Optional[dict[
             # The pending mode is what the next reset / reboot brings: that is what a change must set.
             if gpu["ecc_mode_pending"] != want:
                 change("ecc_mode", gpu["ecc_mode_pending"], want, ["-e", "1" if desired["ecc_mode"] else "0"])
+    return changes
+
+
+def check_range(power: float, index: str, low: Optional[float], high: Optional[float]) -> None:
+    if low is not None and high is not None and not low <= power <= high:
+        raise GpuSettingsError("power_limit: %g W is outside GPU %s's range %g-%g W" % (power, index, low, high))
+
+
+# ---- AMD: the power cap through amd-smi ------------------------------------------------------------------------
+
+def _watts(value: Any) -> Optional[float]:
+    """A number of watts from an amd-smi record; absent or unreadable is None."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def amd_state(inventory: dict[str, Any]) -> list[Gpu]:
+    """amd-smi records (_host/gpus/amd_smi.parse_amd_smi) -> GPU states of parse_state()'s shape, power only."""
+    gpus = []
+    for record in inventory["gpus"]:
+        power = record.get("power") or {}
+        gpu: Gpu = dict((key, None) for _field, key in QUERY_FIELDS)
+        gpu.update(index=record["index"], uuid=record.get("uuid") or record.get("pci_bus_id") or "gpu%d" % record["index"],
+                   pci_bus_id=record.get("pci_bus_id"), name=record.get("name"), power_limit=_watts(power.get("limit_w")),
+                   power_min_limit=_watts(power.get("min_limit_w")), power_max_limit=_watts(power.get("max_limit_w")))
+        gpus.append(gpu)
+    return gpus
+
+
+def plan_amd(gpus: list[Gpu], desired: dict[str, Any]) -> list[Change]:
+    """The power cap changes on AMD GPUs (args for amd-smi); the other settings are not planned (NVIDIA-only)."""
+    validate(desired)
+    power = desired.get("power_limit")
+    if power is None:
+        return []
+    if float(power) != int(power):
+        raise GpuSettingsError("power_limit: %g W is not whole watts; amd-smi --power-cap takes whole watts" % power)
+    changes = []
+    for gpu in gpus:
+        index = str(gpu["index"])
+        if gpu["power_limit"] is None:
+            raise GpuSettingsError("power_limit: AMD GPU %s does not report a power cap (amd-smi static --json: limit)" % index)
+        check_range(power, index, gpu["power_min_limit"], gpu["power_max_limit"])
+        if abs(gpu["power_limit"] - power) > 0.005:
+            changes.append({"index": gpu["index"], "uuid": gpu["uuid"], "setting": "power_limit", "before": gpu["power_limit"],
+                            "after": float(power), "args": ["set", "--gpu", index, "--power-cap", "%d" % power]})
     return changes
 
 
@@ -265,16 +315,33 @@ class GpuSettingsWorker(Worker):
         self.desired = {name: self.params[name] for name in SETTINGS}
         self.record_path: str = self.params["locked_clocks_record"]
         self.record = read_record(self.record_path)
-        skip_on_amd(module, "gpu_settings", self.params["nvidia_smi_path"])
-        self.smi = NvidiaSmiCli(module)
+        self.amd = amd_host(self.params["nvidia_smi_path"])
+        if not self.amd or self.desired["power_limit"] is None:
+            skip_on_amd(module, "gpu_settings", self.params["nvidia_smi_path"])
+            self.amd = None
+            self.smi = NvidiaSmiCli(module)
+            return
+        # AMD GPUs: the power cap through amd-smi, the NVIDIA-only settings skipped with the reason.
+        self.skipped = [name for name in SETTINGS if name != "power_limit" and self.desired[name] is not None]
+        try:
+            self.amd_smi = amd_smi.find_amd_smi()
+        except command.ProbeAbsent:
+            module.fail_json(msg="amd-smi: not found on PATH; the power cap of AMD GPUs is set with amd-smi (ROCm's amd-smi-lib)")
 
     def read_gpus(self) -> list[Gpu]:
+        if self.amd:
+            try:
+                return amd_state(amd_smi.read_gpus(self.amd_smi, self.params["timeout"]))
+            except (command.ProbeError, command.ProbeAbsent) as exc:
+                raise GpuSettingsError(str(exc)) from None
         return parse_state(self.smi.call(query_args([field for field, _key in QUERY_FIELDS])))
 
     def read(self) -> dict[str, Any]:
         return {"gpus": select(self.read_gpus(), self.params["gpus"]), "record": dict(self.record)}
 
     def plan(self, before: dict[str, Any]) -> list[Change]:
+        if self.amd:
+            return plan_amd(before["gpus"], self.desired)
         return plan(before["gpus"], self.desired, before["record"])
 
     def predict(self, before: dict[str, Any], plan: list[Change]) -> dict[str, Any]:
@@ -283,6 +350,8 @@ class GpuSettingsWorker(Worker):
         return {"gpus": predicted(before["gpus"], plan), "record": record}
 
     def apply(self, plan: list[Change]) -> list[Change]:
+        if self.amd:
+            return self.apply_amd(plan)
         for entry in plan:
             self.smi.call(entry["args"])
             if entry["setting"] == "locked_clocks":
@@ -294,6 +363,19 @@ class GpuSettingsWorker(Worker):
                                   % (self.record_path, exc.strerror or exc), changes=plan) from exc
         return plan
 
+    def apply_amd(self, plan: list[Change]) -> list[Change]:
+        done: list[Change] = []
+        for entry in plan:
+            argv = [self.amd_smi] + entry["args"]
+            try:
+                rc, out, err = command.run(argv, self.params["timeout"])
+            except (command.ProbeError, command.ProbeAbsent) as exc:
+                raise Failure("%s: %s" % (" ".join(argv), exc), changes=done) from None
+            if rc != 0:
+                raise Failure("%s failed (rc %d): %s" % (" ".join(argv), rc, " ".join((err or out).split())), rc=rc, changes=done)
+            done.append(entry)
+        return done
+
     def read_back(self, before: dict[str, Any]) -> dict[str, Any]:
         uuids = {g["uuid"] for g in before["gpus"]}
         return {"gpus": [g for g in self.read_gpus() if g["uuid"] in uuids], "record": dict(self.record)}
@@ -302,9 +384,16 @@ class GpuSettingsWorker(Worker):
         return ["GPU %s %s reads %r" % problem for problem in unverified(done, after["gpus"], after["record"])]
 
     def view(self, state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        if self.amd:
+            return dict(("gpu%d" % g["index"], {"power_limit": g["power_limit"]}) for g in state["gpus"])
         return view(state["gpus"], state["record"])
 
     def result(self, plan: list[Change], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
         pending = reboot_required(after["gpus"], self.desired)
-        return {"changes": plan, "gpus": self.view(after if applied else before), "reboot_required": bool(pending),
-                "reboot_required_gpus": pending}
+        out = {"changes": plan, "gpus": self.view(after if applied else before), "reboot_required": bool(pending),
+               "reboot_required_gpus": pending}
+        if self.amd:
+            out.update(vendor="amd", skipped_settings=self.skipped)
+            if self.skipped:
+                out["skip_reason"] = "%s not set: %s" % (", ".join(self.skipped), skip_reason("gpu_settings", self.amd))
+        return out

@@ -116,7 +116,6 @@ def test_a_hung_nccl_conf_in_home_makes_env_config_error_and_the_run_returns(tmp
     assert result["environment"]["hostname"]
 
 
-
 def _assert_complete(result):
     assert set(result) >= {"schema_version", "environment", "checks", "summary", "overall_status", "total_duration_ms", "probes"}
     assert sum(result["summary"].values()) == len(result["checks"])

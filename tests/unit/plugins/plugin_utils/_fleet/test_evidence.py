@@ -23,7 +23,6 @@ def _planted_smi():
     return parse_nvidia_smi(ET.tostring(root, encoding="unicode"))
 
 
-
 def _judge(check_id, probes):
     return fleet_factory.judge(check_id, **probes)
 

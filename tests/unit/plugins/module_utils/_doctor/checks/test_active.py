@@ -38,7 +38,6 @@ def host_answer(count=8, name=H100):
                           "nccl_version": "2.21.5"} if count > 1 else None}
 
 
-
 def judge(check_id, data=None, expect=None, envelope=None, smi=None):
     chk = [c for c in CATALOGUE if c.id == check_id][0]
     name = chk.probes[0]

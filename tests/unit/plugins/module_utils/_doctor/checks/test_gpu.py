@@ -55,9 +55,6 @@ def gpus(count):
     return multiply
 
 
-
-
-
 def kernel_log(text="", hours=24):
     """What the kernel_log probe returns for a log text, built by the probe's own scan()."""
     return ok(dict(xid.scan(text), source="journalctl", journal_problem=None, window_hours=hours, window_applied=True))

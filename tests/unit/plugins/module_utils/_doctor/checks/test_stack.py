@@ -29,8 +29,6 @@ DRIVER_TOO_OLD = ("CUDA initialization: The NVIDIA driver on your system is too 
                   "version of the CUDA driver. (Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:109.)")
 
 
-
-
 def failed(reason):
     return {"status": "error", "data": None, "reason": reason}
 

@@ -22,7 +22,6 @@ from ansible_collections.continuum.hydra.tests.support.host_tree import OPTIONS,
 GIB = 2 ** 30
 
 
-
 def judge(check_id, expect=None, **probes):
     chk = [c for c in CATALOGUE if c.id == check_id][0]
     envelopes = dict((name, probes.get(name, {"status": "absent", "data": None, "reason": "not given"})) for name in chk.probes)

@@ -41,7 +41,6 @@ READS = {
 }
 
 
-
 def judge_all(data, expect=None):
     probes = {"nvidia_smi": ok(data), "amd_smi": {"status": "absent", "data": None, "reason": "no AMD GPU", "duration_ms": 0.0}}
     return dict((c.id, registry.evaluate(c, probes, expect or {})) for c in VALUE_CHECKS)
