@@ -58,19 +58,25 @@ def report(world, nbytes, times):
     print("performance: %.3f busbw_GB_per_second" % (algbw * 2 * (world - 1) / world))
 
 
+def timed_step(reduce_once, check):
+    """One step in its phases (the all-reduce, then the check of its result); seconds of the all-reduce."""
+    with phases.step():
+        with phases.phase("allreduce"):
+            start = time.perf_counter()
+            reduce_once()
+            spent = time.perf_counter() - start
+        with phases.phase("check"):
+            check()
+    return spent
+
+
 def loop(args, reduce_once, check):
     """Run steps until the time or step budget ends; seconds of each timed step (after two warm-ups)."""
     times = []
     count = 0
     deadline = time.perf_counter() + args.seconds
     while count < args.max_steps and (count < 5 or time.perf_counter() < deadline):
-        with phases.step():
-            with phases.phase("allreduce"):
-                start = time.perf_counter()
-                reduce_once()
-                spent = time.perf_counter() - start
-            with phases.phase("check"):
-                check()
+        spent = timed_step(reduce_once, check)
         if count >= 2:
             times.append(spent)
         count += 1
@@ -112,13 +118,7 @@ def torch_worker(rank, world, port, args, use_gpu):
         dist.broadcast(budget, 0)
         if float(budget[0]) == 0.0:
             break
-        with phases.step():
-            with phases.phase("allreduce"):
-                start = time.perf_counter()
-                reduce_once()
-                spent = time.perf_counter() - start
-            with phases.phase("check"):
-                check()
+        spent = timed_step(reduce_once, check)
         if count >= 2:
             times.append(spent)
         count += 1

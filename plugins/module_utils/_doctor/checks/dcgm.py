@@ -3,7 +3,7 @@
 
 """DCGM's diagnostic judged per test and GPU: a pure function of the dcgm_diag probe (and nvidia-smi's GPU names).
 
-What dcgmi writes and what it means (NVIDIA/DCGM source, recorded runs; /work/shared research note): JSON
+What dcgmi writes and what it means (NVIDIA/DCGM source, recorded runs; docs/levels.md lists the sources): JSON
 statuses are Pass, Skip, Fail (4.x adds Not Run) and a warning is written as "Fail" too, told apart only by the
 severity of its warnings (``error_severity``, renumbered in DCGM 3.3.1: before it 0 MONITOR, 1 ISOLATE, 2 UNKNOWN;
 since 0 NONE, 1 MONITOR, 2 ISOLATE, 3 UNKNOWN, 4 TRIAGE, 5 CONFIG, 6 RESET). A Fail whose every warning is NONE,

@@ -32,6 +32,9 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+# A worker imports nothing from the collection (worker.py runs this source as ``python -c``): its answer's
+# reading outcomes are spelled here, as _status.READ_OK / READ_ABSENT / READ_FAILED.
+READ_OK, READ_ABSENT, READ_FAILED = "ok", "absent", "error"
 TRIAD_SCALAR = 3.0
 # 2 MiB of float64 per array: the chunks stay in L2/L3, and a call's Python overhead is ~2% of its streaming time
 # (benchmarks/memory_vs_c_stream.py: 256K elements beat 64K-128K and 512K-1M for the fused triad on one thread).
@@ -245,15 +248,15 @@ def main() -> None:
     try:
         import numpy  # pylint: disable=import-outside-toplevel
     except ImportError as exc:
-        _answer({"status": "absent", "reason": "NumPy is not importable by %s: %s" % (sys.executable, exc)})
+        _answer({"status": READ_ABSENT, "reason": "NumPy is not importable by %s: %s" % (sys.executable, exc)})
         return
     try:
         found = best_over_threads(numpy, args["array_bytes"] // 8, args["threads"], args["warmup_s"], args["duration_s"])
     except MemoryError:
-        _answer({"status": "error", "reason": "cannot allocate 3 arrays of %d MiB" % (args["array_bytes"] // 2 ** 20)})
+        _answer({"status": READ_FAILED, "reason": "cannot allocate 3 arrays of %d MiB" % (args["array_bytes"] // 2 ** 20)})
         return
     rates = found["rates"]
-    _answer({"status": "ok", "method": "numpy_blocked", "numpy_version": numpy.__version__, "threads": found["threads"],
+    _answer({"status": READ_OK, "method": "numpy_blocked", "numpy_version": numpy.__version__, "threads": found["threads"],
              "kernel": found["kernel"], "triad_gbps_by_kernel": found["triad_gbps_by_kernel"],
              "triad_gbps": max(rates["triad"]), "copy_gbps": max(rates["copy"]), "repeats": len(rates["triad"]),
              "triad_gbps_repeats": rates["triad"], "copy_gbps_repeats": rates["copy"],
