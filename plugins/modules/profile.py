@@ -39,7 +39,8 @@ options:
     description:
       - The sustained benchmarks to run; V([]) gives the static profile only.
       - V(cpu) float64 matmul GFLOP/s on one thread and on every usable CPU (NumPy, else a pure-Python loop).
-      - V(memory) STREAM copy and triad GB/s on every usable CPU (NumPy, else a stdlib copy).
+      - V(memory) STREAM copy and triad GB/s on every usable CPU (STREAM's loops compiled with the host's C compiler,
+        else NumPy kernels, else a stdlib copy).
       - V(disk) 4 KiB random-read IOPS and latency percentiles with O_DIRECT, sequential read and write MB/s.
       - V(gpu) per GPU, in a PyTorch subprocess with a timeout, matmul TFLOP/s at bf16, fp16 and fp32, pinned
         host-to-device and device-to-host GB/s, device memory GB/s.
@@ -59,7 +60,9 @@ options:
     description:
       - Per-benchmark overrides, keyed by benchmark. Every benchmark accepts C(warmup_s) and C(duration_s).
       - "V(cpu): C(matrix_n) (default 2048), C(timeout_s)."
-      - "V(memory): C(array_mib) (default 4x the last-level cache, at least 64), C(threads) (default: usable CPUs)."
+      - "V(memory): C(array_mib) (default 4x the last-level cache, at least 64), C(threads) (default: every count
+        from 1 to the usable CPUs, the best kept), C(method) (V(auto) (default): V(c_stream) where a C compiler
+        builds it, else V(numpy_blocked), else the stdlib copy; or one of those two alone, failing when it cannot run)."
       - "V(disk): C(directory) (default the system temp directory; point it at the storage your data loads from),
         C(file_size_mib) (default 256), C(timeout_s)."
       - "V(gpu): C(matrix_n) (default 8192), C(transfer_mib) (default 256), C(device_copy_mib) (default 1024),

@@ -38,11 +38,13 @@ BENCHMARKS = ("cpu", "memory", "disk", "gpu")  # run order: host first, GPUs (th
 RESULT_KEYS = {"cpu": "cpu_sustained", "memory": "memory_bandwidth", "disk": "disk_random_io", "gpu": "gpu_sustained"}
 OPTION_KINDS = {
     "cpu": {"warmup_s": "number", "duration_s": "number", "matrix_n": "int", "timeout_s": "number"},
-    "memory": {"warmup_s": "number", "duration_s": "number", "array_mib": "int", "threads": "int"},
+    "memory": {"warmup_s": "number", "duration_s": "number", "array_mib": "int", "threads": "int", "method": "str"},
     "disk": {"warmup_s": "number", "duration_s": "number", "directory": "str", "file_size_mib": "int", "timeout_s": "number"},
     "gpu": {"warmup_s": "number", "duration_s": "number", "matrix_n": "int", "transfer_mib": "int", "device_copy_mib": "int",
             "repeats": "int", "timeout_s": "number"},
 }
+# String options with a fixed set of values.
+OPTION_CHOICES = {("memory", "method"): memory_bench.METHODS}
 # nvidia_smi and command are _host's defaults (doctor's too); torch stays profile's own (its inventory budget is longer
 # than doctor's torch probe), and doctor's kernel_log is not a profile option.
 DEFAULT_TIMEOUTS = {"nvidia_smi": nvidia_smi.DEFAULT_TIMEOUT, "command": DEFAULT_COMMAND_TIMEOUT, "torch": 120}
@@ -97,6 +99,9 @@ def validate(benchmarks: Sequence[str], benchmark_options: Optional[Mapping[str,
             if not _kind_ok(value, kind) and not (key == "warmup_s" and value == 0):
                 raise ProfileInputError("benchmark_options.%s.%s: %r is not a positive %s" % (
                     name, key, value, "integer" if kind == "int" else "number" if kind == "number" else "string"))
+            choices = OPTION_CHOICES.get((name, key))
+            if choices and value not in choices:
+                raise ProfileInputError("benchmark_options.%s.%s: %r is not one of %s" % (name, key, value, ", ".join(choices)))
     directory = ((benchmark_options or {}).get("disk") or {}).get("directory")
     if "disk" in benchmarks and directory and not os.path.isdir(directory):
         raise ProfileInputError("benchmark_options.disk.directory: %s is not an existing directory" % directory)
@@ -152,7 +157,8 @@ def _run_one(name: str, opts: Mapping[str, Any], context: Mapping[str, Any], pro
                                  timeout_s=opts.get("timeout_s"), progress=progress)
     if name == "memory":
         return memory_bench.run_memory(opts["warmup_s"], opts["duration_s"], array_mib=opts.get("array_mib"),
-                                       threads=opts.get("threads"), progress=progress, root=context["root"])
+                                       threads=opts.get("threads"), progress=progress, root=context["root"],
+                                       method=opts.get("method", memory_bench.AUTO))
     if name == "disk":
         directory = opts.get("directory") or tempfile.gettempdir()
         result = disk_bench.run_disk(directory, file_size_mib=opts.get("file_size_mib", 256), warmup_s=opts["warmup_s"],

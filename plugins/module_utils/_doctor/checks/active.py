@@ -456,10 +456,12 @@ def host_memory_bandwidth(probes: Probes, expect: Expect) -> Finding:
     """Reads the host STREAM triad (NumPy, best over 1..N threads, arrays 4x the last-level cache) and the same
     machine's compiled-C STREAM triad (cc -O3, OpenMP when available, best over 1..N threads).
 
-    FAIL when the NumPy triad is below `host_memory_bandwidth_min_fraction` (default 0.7) of the C triad (the
-    memory delivers less to the training process's Python than the hardware gives compiled code: a busy or
-    throttled host, a cgroup or CPU pinning that starves it); without a C compiler, FAIL below
-    `memory_triad_gbps_min` (default 10 GB/s) instead; PASS otherwise; SKIP without NumPy.
+    FAIL when the compiled-C triad is below `memory_triad_gbps_min` (default 10 GB/s: the memory itself is slow),
+    or when the NumPy triad is below `host_memory_bandwidth_min_fraction` (default 0.5) of it (the training
+    process's Python gets much less than compiled code: a starved or mis-built NumPy). NumPy cannot fuse the triad
+    into one pass over memory: on healthy hosts it reaches 0.7-0.95x of the C triad (benchmarks/memory_vs_c_stream.py),
+    hence half as the rule. Without a C compiler, FAIL when the NumPy triad is below `memory_triad_gbps_min`; PASS
+    otherwise; SKIP without NumPy.
     Remediation: look for other processes using memory bandwidth (top, perf stat), CPU frequency and power
     settings (cpupower frequency-info), and the job's CPU pinning; check the DIMM population (dmidecode -t memory).
     """
@@ -477,8 +479,13 @@ def host_memory_bandwidth(probes: Probes, expect: Expect) -> Finding:
         fraction = float(_expect.get(expect, HOST_MEMORY_MIN_FRACTION))
         ratio = triad / reference["triad_gbps"]
         details.update(ratio=round(ratio, 3), min_fraction=fraction)
+        floor = float(_expect.get(expect, MEMORY_TRIAD_MIN))
+        details.update(min_gbps=floor)
         text = ("STREAM triad %.1f GB/s (%s threads), %.2f x the compiled-C triad %.1f GB/s (%s threads)"
                 % (triad, numpy_run.get("threads"), ratio, reference["triad_gbps"], reference.get("threads")))
+        if reference["triad_gbps"] < floor:
+            return finding(FAIL, "%s: the C triad is below memory_triad_gbps_min %g GB/s" % (text, floor), details,
+                           remediation=remediation)
         if ratio < fraction:
             return finding(FAIL, "%s, below %g" % (text, fraction), details, remediation=remediation)
         return finding(PASS, text, details)

@@ -5,9 +5,10 @@
 machine's compiled-C STREAM triad as a reference.
 
 Sizing (STREAM's rule): each array at least 4x the last-level caches, capped so that the three arrays take at
-most half the available memory. The C reference is STREAM's triad loop (``a[j] = b[j] + q*c[j]``, OpenMP when
-the compiler has it), compiled with ``-O3`` in a temporary directory under a deadline and run with 1..N threads
-(OMP_NUM_THREADS), the best kept: what this machine's memory delivers to compiled code.
+most half the available memory. The C program is STREAM's copy and triad loops (``a[j] = b[j] + q*c[j]``, OpenMP when the compiler has it),
+compiled with ``-O3`` in a temporary directory under a deadline and run with 1..N threads (OMP_NUM_THREADS), the
+best kept: what this machine's memory delivers to compiled code. It is profile's memory benchmark where a
+compiler exists (c_stream) and doctor's reference for the NumPy triad (c_triad_reference).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -38,23 +39,44 @@ C_REPEATS = 10  # STREAM's NTIMES: the best of these after a discarded first run
 C_SOURCE = r"""
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#define MAX_REPEATS 100000
+#define HUGE_PAGE (2UL << 20)
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
+static double *array(size_t n) {
+    void *p = NULL;
+    if (posix_memalign(&p, HUGE_PAGE, n * sizeof(double))) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, n * sizeof(double), MADV_HUGEPAGE); /* as NumPy does for large arrays */
+#endif
+    return p;
+}
+static void print_rates(const char *name, const double *rates, int count) {
+    printf("\"%s\": [", name);
+    for (int k = 0; k < count; k++) printf(k ? ", %.3f" : "%.3f", rates[k] / 1e9);
+    printf("]");
+}
+/* argv: elements warmup_s duration_s min_repeats */
 int main(int argc, char **argv) {
+    if (argc != 5) { fprintf(stderr, "usage: %s elements warmup_s duration_s min_repeats\n", argv[0]); return 2; }
     size_t n = (size_t)strtoull(argv[1], NULL, 10), j;
-    int repeats = atoi(argv[2]), k, threads = 1;
-    double q = 3.0, best_triad = 0.0, best_copy = 0.0, *a, *b, *c;
-    if (posix_memalign((void **)&a, 64, n * sizeof(double)) || posix_memalign((void **)&b, 64, n * sizeof(double))
-        || posix_memalign((void **)&c, 64, n * sizeof(double))) { fprintf(stderr, "cannot allocate\n"); return 2; }
+    double warmup_s = atof(argv[2]), duration_s = atof(argv[3]), q = 3.0, start;
+    int min_repeats = atoi(argv[4]), count = 0, threads = 1;
+    double *a = array(n), *b = array(n), *c = array(n);
+    static double copy_rates[MAX_REPEATS], triad_rates[MAX_REPEATS];
+    if (!a || !b || !c) { fprintf(stderr, "cannot allocate 3 arrays of %zu MiB\n", n * sizeof(double) >> 20); return 2; }
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
 #pragma omp parallel for
     for (j = 0; j < n; j++) { a[j] = 0.0; b[j] = 1.0; c[j] = 2.0; }
-    for (k = 0; k <= repeats; k++) {
+    /* Warm up for warmup_s (at least one run: STREAM discards the first), then measure for duration_s. */
+    start = now();
+    for (int warm = 1; count < MAX_REPEATS;) {
         double t0 = now(), t1, t2;
 #pragma omp parallel for
         for (j = 0; j < n; j++) a[j] = b[j];
@@ -62,13 +84,21 @@ int main(int argc, char **argv) {
 #pragma omp parallel for
         for (j = 0; j < n; j++) a[j] = b[j] + q * c[j];
         t2 = now();
-        if (k > 0) {
-            if (16.0 * n / (t1 - t0) > best_copy) best_copy = 16.0 * n / (t1 - t0);
-            if (24.0 * n / (t2 - t1) > best_triad) best_triad = 24.0 * n / (t2 - t1);
+        if (warm) {
+            warm = t2 - start < warmup_s;
+            start = warm ? start : t2;
+            continue;
         }
+        copy_rates[count] = 16.0 * n / (t1 - t0);
+        triad_rates[count++] = 24.0 * n / (t2 - t1);
+        if (count >= min_repeats && t2 - start >= duration_s) break;
     }
     if (a[n / 2] != 1.0 + q * 2.0) { fprintf(stderr, "triad check failed\n"); return 3; }
-    printf("{\"threads\": %d, \"copy_gbps\": %.3f, \"triad_gbps\": %.3f}\n", threads, best_copy / 1e9, best_triad / 1e9);
+    printf("{\"threads\": %d, ", threads);
+    print_rates("copy_gbps_repeats", copy_rates, count);
+    printf(", ");
+    print_rates("triad_gbps_repeats", triad_rates, count);
+    printf("}\n");
     return 0;
 }
 """
@@ -168,34 +198,56 @@ def compile_c_stream(workdir: str, timeout_s: float, compiler: Optional[str] = N
     raise ProbeError("%s cannot compile the C STREAM triad: %s" % (compiler, last[:200]))
 
 
-def c_triad_reference(array_bytes: int, threads: list[int], timeout_s: float, compiler: Optional[str] = None,
-                      repeats: int = C_REPEATS) -> dict[str, Any]:
-    """The compiled-C STREAM triad on this machine, best over ``threads`` (1..N), within ``timeout_s`` in all.
+def _c_run(executable: str, elements: int, count: int, warmup_s: float, duration_s: float, min_repeats: int,
+           timeout_s: float) -> dict[str, list[float]]:
+    """One run of the built program on ``count`` threads: its copy and triad GB/s per repeat."""
+    argv = [executable, str(elements), repr(warmup_s), repr(duration_s), str(min_repeats)]
+    rc, stdout, stderr = run(argv, max(0.001, timeout_s), env={"OMP_NUM_THREADS": str(count)})
+    if rc != 0:
+        tail = (stderr.strip().splitlines() or ["no error output"])[-1]
+        raise ProbeError("C STREAM triad (%d threads) exited with rc %d: %s" % (count, rc, tail[:200]))
+    try:
+        answer = json.loads(stdout.strip().splitlines()[-1])
+        rates = {"copy": [float(rate) for rate in answer["copy_gbps_repeats"]],
+                 "triad": [float(rate) for rate in answer["triad_gbps_repeats"]]}
+    except (ValueError, IndexError, KeyError, TypeError):
+        raise ProbeError("C STREAM triad (%d threads) printed %r" % (count, stdout[:200])) from None
+    if not rates["triad"] or not all(rate > 0 for rate in rates["triad"] + rates["copy"]):
+        raise ProbeError("C STREAM triad (%d threads) measured no positive rate: %r" % (count, stdout[:200]))
+    return rates
 
-    ProbeAbsent without a compiler, ProbeError when it cannot compile or a run fails or times out.
+
+def c_stream(array_bytes: int, threads: list[int], warmup_s: float, duration_s: float, timeout_s: float,
+             compiler: Optional[str] = None, min_repeats: int = 3, progress: Optional[_worker.Progress] = None) -> dict[str, Any]:
+    """The compiled-C STREAM copy and triad, every count of ``threads`` (1..N) measured, the best triad's run kept.
+
+    warmup_s and duration_s are split over the thread counts, as the NumPy sweep does; everything, compiling
+    included, runs within ``timeout_s``. ProbeAbsent without a compiler; ProbeError when it cannot compile or a
+    run fails or runs past the deadline. Without OpenMP the program runs on one thread.
     """
     end = time.monotonic() + timeout_s
     workdir = tempfile.mkdtemp(prefix="hydra-stream-")
     try:
         executable, openmp = compile_c_stream(workdir, timeout_s, compiler)
         counts = threads if openmp else [1]
-        by_threads: dict[str, float] = {}
-        best: Optional[dict[str, Any]] = None
-        for count in counts:
-            argv = [executable, str(array_bytes // 8), str(repeats)]
-            rc, stdout, stderr = run(argv, max(0.001, end - time.monotonic()), env={"OMP_NUM_THREADS": str(count)})
-            if rc != 0:
-                tail = (stderr.strip().splitlines() or ["no error output"])[-1]
-                raise ProbeError("C STREAM triad (%d threads) exited with rc %d: %s" % (count, rc, tail[:200]))
-            try:
-                answer = json.loads(stdout.strip().splitlines()[-1])
-            except (ValueError, IndexError):
-                raise ProbeError("C STREAM triad (%d threads) printed %r" % (count, stdout[:200])) from None
-            by_threads[str(count)] = answer["triad_gbps"]
-            if best is None or answer["triad_gbps"] > best["triad_gbps"]:
-                best = answer
-        return {"triad_gbps": (best or {}).get("triad_gbps"), "copy_gbps": (best or {}).get("copy_gbps"),
-                "threads": (best or {}).get("threads"), "openmp": openmp, "triad_gbps_by_threads": by_threads,
-                "compiler": compiler or find_compiler()}
+        share = float(len(counts))
+        runs: dict[int, dict[str, list[float]]] = {}
+        for done, count in enumerate(counts):
+            if progress is not None:
+                progress("memory (C STREAM, %d threads)" % count, done, len(counts), "thread counts")
+            runs[count] = _c_run(executable, array_bytes // 8, count, warmup_s / share, duration_s / share, min_repeats,
+                                 end - time.monotonic())
+        best = max(runs, key=lambda count: max(runs[count]["triad"]))
+        return {"method": "c_stream", "threads": best, "openmp": openmp, "compiler": compiler or find_compiler(),
+                "triad_gbps": max(runs[best]["triad"]), "copy_gbps": max(runs[best]["copy"]), "rates": runs[best],
+                "triad_gbps_by_threads": dict((str(count), max(rates["triad"])) for count, rates in runs.items())}
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def c_triad_reference(array_bytes: int, threads: list[int], timeout_s: float, compiler: Optional[str] = None,
+                      repeats: int = C_REPEATS) -> dict[str, Any]:
+    """The compiled-C STREAM triad on this machine, best over ``threads`` (1..N), within ``timeout_s`` in all:
+    STREAM's own run (``repeats`` after a discarded first) for every count. Errors as c_stream's."""
+    found = c_stream(array_bytes, threads, 0.0, 0.0, timeout_s, compiler, min_repeats=repeats)
+    return dict((key, found[key]) for key in ("triad_gbps", "copy_gbps", "threads", "openmp", "triad_gbps_by_threads", "compiler"))

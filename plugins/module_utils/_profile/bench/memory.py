@@ -6,17 +6,23 @@
 STREAM rules kept: each array is at least 4x the last-level caches; copy
 counts 16 bytes and triad (a = b + q*c) 24 bytes per element (write-allocate
 traffic not counted); the best repeat after a warmup is reported, with the
-mean and the coefficient of variation beside it.
-
-The kernels, the thread team and the array sizing are _host.measure's
-(stream.py, membench.py), run in the same NumPy worker process doctor's
-system.memory_bandwidth runs (one BLAS thread there: the worker's threads
-split the arrays). Without a thread count given, every count of
-stream.thread_candidates (1..N) is measured with both triad kernels and the
+mean and the coefficient of variation beside it. Without a thread count
+given, every count of stream.thread_candidates (1..N) is measured and the
 best triad kept, as STREAM users run 1..N OpenMP threads.
 
-Without NumPy a stdlib fallback copies bytearrays through memoryviews on one
-thread and reports it as copy only (method "stdlib_memoryview_copy").
+Three instruments, the first that runs is used (``method``; a host's
+figures are compared with other hosts' of the same method only):
+
+- ``c_stream``: STREAM's own loops compiled here (_host.measure.membench,
+  the program doctor's system.memory_bandwidth builds as its reference),
+  wherever a C compiler exists.
+- ``numpy_blocked``: NumPy blocked kernels (_host.measure.stream) in a worker
+  process with one BLAS thread. NumPy cannot fuse the triad into one pass
+  over memory, so where one core's outstanding misses bound the bandwidth (a
+  few cores) it reaches 0.7-0.8x of the C triad; on many cores, where the
+  DIMMs are the bound, about the same figure.
+- ``stdlib_memoryview_copy``: without NumPy, bytearrays copied through
+  memoryviews on one thread, copy only.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -26,10 +32,13 @@ import os
 import time
 from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import membench, stream
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, BenchError, Progress, cv, mean, outcome, rounded
 
 MIB = membench.MIB
+AUTO, C_STREAM, NUMPY_BLOCKED = "auto", "c_stream", "numpy_blocked"
+METHODS = (AUTO, C_STREAM, NUMPY_BLOCKED)  # profile's benchmark_options.memory.method
 # The kernels under their old names here, for benchmarks/sampler_overhead.py (new code imports _host.measure.stream).
 StreamKernels = stream.StreamKernels
 ThreadTeam = stream.ThreadTeam
@@ -38,53 +47,67 @@ _SLACK_S = 60.0  # worker start-up, allocation and the last repeats on top of 3x
 
 
 def run_memory(warmup_s: float, duration_s: float, array_mib: Optional[int] = None, threads: Optional[int] = None,
-               progress: Optional[Progress] = None, root: str = "/", numpy: Any = None) -> dict[str, Any]:
-    """STREAM copy/triad GB/s (best of the repeats after warmup), NumPy when importable, else the stdlib copy."""
+               progress: Optional[Progress] = None, root: str = "/", numpy: Any = None, method: str = AUTO) -> dict[str, Any]:
+    """STREAM copy/triad GB/s (best of the repeats after warmup) by ``method`` (METHODS), AUTO: the first that runs."""
     llc = membench.last_level_cache_bytes(root)
     size, notes = membench.choose_array_bytes(llc, membench.available_memory_bytes(root), array_mib * MIB if array_mib else None)
     if llc is None:
         notes.append("last-level cache size unreadable: assumed %d MiB" % (membench.FALLBACK_LLC_BYTES // MIB))
-    if numpy is None:
+    candidates = [threads] if threads else stream.thread_candidates(membench.usable_cpus())
+    timeout_s = 3 * (warmup_s + duration_s) + _SLACK_S
+    common = dict(array_bytes=size, llc_bytes=llc, warmup_s=warmup_s, duration_s=duration_s, notes=notes)
+    if numpy is not None:
+        # NumPy handed in (tests): measured in this process, with the BLAS threads it was loaded with.
         try:
-            import numpy  # noqa: F401  # pylint: disable=import-outside-toplevel,redefined-outer-name,unused-import
-        except ImportError as exc:
-            notes.append("NumPy is not importable (%s): stdlib memoryview copy, no triad" % exc)
-            return run_memory_stdlib(warmup_s, duration_s, size, llc, notes, progress)
-        return _run_memory_worker(warmup_s, duration_s, size, llc, notes, threads, progress)
-    # NumPy handed in (tests): measured in this process, with the BLAS threads it was loaded with.
-    candidates = [threads] if threads else stream.thread_candidates(membench.usable_cpus())
+            found = stream.best_over_threads(numpy, size // 8, candidates, warmup_s, duration_s, progress)
+        except MemoryError:
+            raise BenchError("cannot allocate 3 arrays of %d MiB" % (size // MIB)) from None
+        except stream.StreamError as exc:
+            raise BenchError(str(exc)) from None
+        return _numpy_outcome(found["rates"], found["threads"], found["kernel"], found["triad_gbps_by_threads"], common)
+    if method in (AUTO, C_STREAM):
+        try:
+            found = membench.c_stream(size, candidates, warmup_s, duration_s, timeout_s, progress=progress)
+        except (ProbeAbsent, ProbeError) as exc:
+            if method == C_STREAM:
+                raise BenchError("compiled C STREAM: %s" % exc) from None
+            notes.append("compiled C STREAM not run (%s): NumPy kernels instead" % exc)
+        else:
+            return _outcome(C_STREAM, "STREAM copy/triad, compiled C (%s, %s) on %d threads"
+                            % (os.path.basename(found["compiler"] or "cc"), "OpenMP" if found["openmp"] else "no OpenMP",
+                               found["threads"]),
+                            found["rates"], found["threads"], found["triad_gbps_by_threads"], common,
+                            compiler=found["compiler"], openmp=found["openmp"])
     try:
-        found = stream.best_over_threads(numpy, size // 8, candidates, warmup_s, duration_s, progress)
-    except MemoryError:
-        raise BenchError("cannot allocate 3 arrays of %d MiB" % (size // MIB)) from None
-    except stream.StreamError as exc:
-        raise BenchError(str(exc)) from None
-    return _numpy_outcome(found["rates"], found["threads"], found["kernel"], found["triad_gbps_by_threads"], size, llc,
-                          warmup_s, duration_s, notes)
-
-
-def _run_memory_worker(warmup_s: float, duration_s: float, size: int, llc: Optional[int], notes: list[str],
-                       threads: Optional[int], progress: Optional[Progress]) -> dict[str, Any]:
-    """The triad in the NumPy worker doctor's system.memory_bandwidth runs (one BLAS thread: ours are the threads)."""
-    candidates = [threads] if threads else stream.thread_candidates(membench.usable_cpus())
-    answer = membench.numpy_triad(size, candidates, warmup_s, duration_s, 3 * (warmup_s + duration_s) + _SLACK_S,
-                                  progress=progress)
+        import numpy  # noqa: F401  # pylint: disable=import-outside-toplevel,redefined-outer-name,unused-import
+    except ImportError as exc:
+        if method == NUMPY_BLOCKED:
+            raise BenchError("NumPy is not importable: %s" % exc) from None
+        notes.append("NumPy is not importable (%s): stdlib memoryview copy, no triad" % exc)
+        return run_memory_stdlib(warmup_s, duration_s, size, llc, notes, progress)
+    # The worker doctor's system.memory_bandwidth runs (one BLAS thread: ours are the threads).
+    answer = membench.numpy_triad(size, candidates, warmup_s, duration_s, timeout_s, progress=progress)
     if answer.get("status") != OK:
         raise BenchError("memory benchmark worker: %s" % answer.get("reason", answer))
     rates = {"triad": answer["triad_gbps_repeats"], "copy": answer["copy_gbps_repeats"]}
-    return _numpy_outcome(rates, answer["threads"], answer["kernel"], answer["triad_gbps_by_threads"], size, llc,
-                          warmup_s, duration_s, notes)
+    return _numpy_outcome(rates, answer["threads"], answer["kernel"], answer["triad_gbps_by_threads"], common)
 
 
-def _numpy_outcome(rates: dict[str, list[float]], threads: int, kernel: str, by_threads: dict[str, float], size: int,
-                   llc: Optional[int], warmup_s: float, duration_s: float, notes: list[str]) -> dict[str, Any]:
+def _numpy_outcome(rates: dict[str, list[float]], threads: int, kernel: str, by_threads: dict[str, float],
+                   common: dict[str, Any]) -> dict[str, Any]:
+    return _outcome(NUMPY_BLOCKED, "STREAM copy/triad, NumPy blocked kernels on %d threads (triad: %s)" % (threads, kernel),
+                    rates, threads, by_threads, common, triad_kernel=kernel)
+
+
+def _outcome(method: str, message: str, rates: dict[str, list[float]], threads: int, by_threads: dict[str, float],
+             common: dict[str, Any], **extra: Any) -> dict[str, Any]:
     triad_cv = cv(rates["triad"])
     if triad_cv is not None and triad_cv > MAX_CV:
-        notes.append("triad repeats vary by %.0f%% (CV above %.0f%%): the machine was busy, treat the figures as noisy"
-                     % (100 * triad_cv, 100 * MAX_CV))
+        common["notes"].append("triad repeats vary by %.0f%% (CV above %.0f%%): the machine was busy, treat the figures as noisy"
+                               % (100 * triad_cv, 100 * MAX_CV))
     return outcome(
-        OK, "STREAM copy/triad, NumPy blocked kernels on %d threads (triad: %s)" % (threads, kernel),
-        method="numpy_blocked",
+        OK, message,
+        method=method,
         copy_gbps=rounded(max(rates["copy"])),
         triad_gbps=rounded(max(rates["triad"])),
         copy_gbps_mean=rounded(mean(rates["copy"])),
@@ -92,13 +115,8 @@ def _numpy_outcome(rates: dict[str, list[float]], threads: int, kernel: str, by_
         triad_cv=rounded(triad_cv, 4),
         repeats=len(rates["triad"]),
         threads=threads,
-        triad_kernel=kernel,
         triad_gbps_by_threads=dict((count, rounded(rate)) for count, rate in by_threads.items()),
-        array_bytes=size,
-        llc_bytes=llc,
-        warmup_s=warmup_s,
-        duration_s=duration_s,
-        notes=notes,
+        **dict(common, **extra)
     )
 
 

@@ -253,7 +253,7 @@ def test_the_profile_modules_own_summary_is_analysed():
         if n == 4:
             tflops[1] = 45.0
         result = {"schema_version": "1.0.0",
-                  "benchmarks": {"memory_bandwidth": {"status": "ok", "triad_gbps": 90.0 if n != 2 else 60.0, "method": "numpy_blocked"},
+                  "benchmarks": {"memory_bandwidth": {"status": "ok", "triad_gbps": 90.0 if n != 2 else 60.0, "method": "c_stream"},
                                  "gpu_sustained": {"status": "ok", "gpus": [
                                      {"index": i, "name": "NVIDIA A10G", "status": "ok", "bf16_tflops": t,
                                       "telemetry": {"temperature_max_c": 60 + 10 * n}} for i, t in enumerate(tflops)]}},

@@ -231,9 +231,17 @@ def memory_data(triad, c_triad=None, reason=None):
 def test_host_memory_is_judged_against_the_c_reference():
     passed = judge("system.memory_bandwidth", memory_data(28.3, 33.3))
     assert passed["status"] == "PASS" and "0.85 x the compiled-C triad 33.3 GB/s" in passed["message"]
+    # NumPy's unfused triad reaches 0.7-0.95x of C on healthy hosts: 0.72 (one core here) is no fault.
+    assert judge("system.memory_bandwidth", memory_data(24.0, 33.3))["status"] == "PASS"
     failed = judge("system.memory_bandwidth", memory_data(15.0, 33.3))
-    assert failed["status"] == "FAIL" and failed["message"].endswith("below 0.7")
+    assert failed["status"] == "FAIL" and failed["message"].endswith("below 0.5")
     assert judge("system.memory_bandwidth", memory_data(15.0, 33.3), {"host_memory_bandwidth_min_fraction": 0.4})["status"] == "PASS"
+
+
+def test_a_slow_memory_fails_even_where_numpy_keeps_up_with_c():
+    failed = judge("system.memory_bandwidth", memory_data(7.5, 8.0))
+    assert failed["status"] == "FAIL" and failed["message"].endswith("the C triad is below memory_triad_gbps_min 10 GB/s")
+    assert judge("system.memory_bandwidth", memory_data(7.5, 8.0), {"memory_triad_gbps_min": 5})["status"] == "PASS"
 
 
 def test_without_a_compiler_host_memory_is_judged_against_the_class_floor():

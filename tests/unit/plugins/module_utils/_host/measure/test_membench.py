@@ -50,6 +50,40 @@ def test_the_c_reference_compiles_and_runs_for_every_thread_count():
     assert os.path.basename(reference["compiler"]) in membench.COMPILERS
 
 
+@pytest.mark.skipif(membench.find_compiler() is None, reason="no C compiler here")
+def test_c_stream_measures_every_repeat_for_its_duration():
+    steps = []
+    found = membench.c_stream(4 * MIB, [1, 2], 0.05, 0.4, 120, progress=lambda *args: steps.append(args))
+    counts = [1, 2] if found["openmp"] else [1]
+    assert [step[1:3] for step in steps] == [(done, len(counts)) for done in range(len(counts))]
+    assert found["method"] == "c_stream" and found["threads"] in counts
+    # 0.2 s per thread count on 4 MiB arrays: far more than the 3 repeats asked for at least.
+    assert len(found["rates"]["triad"]) == len(found["rates"]["copy"]) > 3
+    assert found["triad_gbps"] == max(found["rates"]["triad"]) == max(found["triad_gbps_by_threads"].values())
+
+
+def fake_compiler(tmp_path, program):
+    """A "compiler" that writes ``program`` (shell) as the executable it is asked for."""
+    source = tmp_path / "program.sh"
+    source.write_text("#!/bin/sh\n" + program + "\n")
+    compiler = tmp_path / "cc"
+    compiler.write_text('#!/bin/sh\nwhile [ "$1" != "-o" ]; do shift; done\ncp %s "$2"\nchmod +x "$2"\n' % source)
+    compiler.chmod(0o755)
+    return str(compiler)
+
+
+@pytest.mark.parametrize("printed, reason", [
+    ('{"threads": 1, "copy_gbps_repeats": [], "triad_gbps_repeats": []}', "measured no positive rate"),
+    ('{"threads": 1, "copy_gbps_repeats": [nan], "triad_gbps_repeats": [nan]}', "printed"),
+    ('{"threads": 1, "copy_gbps_repeats": [-1.0], "triad_gbps_repeats": [2.0]}', "measured no positive rate"),
+    ("Segmentation fault", "printed"),
+])
+def test_a_c_program_that_prints_no_rate_is_an_error(tmp_path, printed, reason):
+    compiler = fake_compiler(tmp_path, "echo '%s'" % printed)
+    with pytest.raises(ProbeError, match=reason):
+        membench.c_stream(MIB, [1], 0, 0, 30, compiler=compiler)
+
+
 def test_without_a_compiler_the_reference_is_absent(tmp_path):
     with pytest.raises(ProbeAbsent, match="not found"):
         membench.c_triad_reference(MIB, [1], 30, compiler=str(tmp_path / "cc"))

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import membench
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker as _worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu, cpu_worker, memory
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import BenchTimeout
@@ -30,7 +31,7 @@ def test_cpu_worker_is_killed_at_its_timeout():
 
 
 def test_memory_numpy_stream_figures():
-    result = memory.run_memory(0.05, 0.2, array_mib=16, threads=2)
+    result = memory.run_memory(0.05, 0.2, array_mib=16, threads=2, method="numpy_blocked")
     assert result["status"] == "ok" and result["method"] == "numpy_blocked"
     assert result["copy_gbps"] > 0 and result["triad_gbps"] > 0
     assert result["triad_gbps"] >= result["triad_gbps_mean"]  # best of the repeats
@@ -38,8 +39,24 @@ def test_memory_numpy_stream_figures():
     assert any("below 4x the last-level cache" in note for note in result["notes"])
 
 
-def test_memory_without_a_thread_count_keeps_the_best_of_1_to_n_threads():
+@pytest.mark.skipif(membench.find_compiler() is None, reason="no C compiler here")
+def test_memory_is_compiled_stream_where_a_compiler_exists():
     result = memory.run_memory(0.05, 0.3, array_mib=16)
+    assert result["status"] == "ok" and result["method"] == "c_stream" and result["threads"] >= 1
+    assert os.path.basename(result["compiler"]) in membench.COMPILERS and isinstance(result["openmp"], bool)
+    assert result["repeats"] >= 3 and result["triad_gbps"] >= result["triad_gbps_mean"] > 0 and result["copy_gbps"] > 0
+    counts = usable_counts() if result["openmp"] else ["1"]
+    assert sorted(result["triad_gbps_by_threads"]) == counts
+    assert result["triad_gbps"] == max(result["triad_gbps_by_threads"].values())
+    assert "triad_kernel" not in result and "compiled C" in result["message"]
+
+
+def usable_counts():
+    return [str(count) for count in range(1, min(len(os.sched_getaffinity(0)), 4) + 1)]
+
+
+def test_memory_without_a_thread_count_keeps_the_best_of_1_to_n_threads():
+    result = memory.run_memory(0.05, 0.3, array_mib=16, method="numpy_blocked")
     measured = result["triad_gbps_by_threads"]
     assert sorted(int(count) for count in measured) == list(range(1, min(len(os.sched_getaffinity(0)), 4) + 1))
     assert str(result["threads"]) == max(measured, key=lambda count: measured[count])
