@@ -10,6 +10,12 @@ with the repository's ansible.cfg (what `make doctor` uses) for all of them; the
 Prints the median wall times and the ratios doctor/ping and doctor-mitogen/ping (medians of per-round ratios:
 the machines are noisy, compare only within a round).
 
+doctor keeps its compiled code in a per-user cache on each host (_host/import_cache.py): here every host is this
+machine, so the first run fills it and later rounds load it, as a fleet's second and later runs do. The cache
+lives in the run's temporary directory (XDG_CACHE_HOME), and PYTHONDONTWRITEBYTECODE, which CI sandboxes export
+and fleets do not, is cleared for every command; --no-bytecode-cache keeps it set (no cache: the cost of a
+host's first run, or of a host where Python may not write bytecode).
+
     PYTHONPATH=collections .venv/bin/python benchmarks/controller_overhead.py [--hosts 100] [--rounds 5] [--forks 25]
         [--mitogen [--mitogen-path DIR]] [--extra-vars JSON]
 Target (issue 14): doctor / ping <= 1.5 at 100 hosts.
@@ -74,6 +80,8 @@ def main():
     parser.add_argument("--forks", type=int, default=25, help="for both commands (ansible.cfg's default is 25)")
     parser.add_argument("--mitogen", action="store_true", help="also run doctor.yml under strategy mitogen_linear")
     parser.add_argument("--mitogen-path", help="a directory holding ansible_mitogen (pip install --target)")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="run with PYTHONDONTWRITEBYTECODE=1: doctor compiles its code on every run")
     parser.add_argument("--extra-vars", metavar="JSON", help="passed to doctor.yml as -e, e.g. '{\"hydra_only\": [\"driver\"]}' "
                         "to split the module's fixed cost (imports) from its probes")
     args = parser.parse_args()
@@ -83,7 +91,11 @@ def main():
         inventory = write_inventory(tmp, args.hosts)
         env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"),
                    ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), HYDRA_REPORT_DIR=os.path.join(tmp, "reports"),
-                   ANSIBLE_NOCOLOR="1", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+                   ANSIBLE_NOCOLOR="1", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
+                   XDG_CACHE_HOME=os.path.join(tmp, "cache"))
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        if args.no_bytecode_cache:
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
         forks = ["-f", str(args.forks)]
         commands = {
             "ping": ([os.path.join(VENV_BIN, "ansible"), "-i", inventory, "all", "-m", "ping"] + forks, env),
@@ -109,6 +121,7 @@ def main():
                 ratios[name].append(took[name] / took["ping"])
             print("round %d: %s" % (index + 1, "  ".join("%s %.2f s" % (n, took[n]) for n in names)), flush=True)
         extra = "; doctor.yml -e %s" % args.extra_vars if args.extra_vars else ""
+        extra += "; no bytecode cache (PYTHONDONTWRITEBYTECODE=1)" if args.no_bytecode_cache else ""
         print("%d hosts, %d forks, %d rounds (ansible.cfg: %s)%s" % (args.hosts, args.forks, args.rounds, env["ANSIBLE_CONFIG"], extra))
         for name in names:
             print("%-15s median %.2f s  (min %.2f, max %.2f)" % (name, statistics.median(times[name]), min(times[name]), max(times[name])))

@@ -12,7 +12,9 @@ description:
   - Every check has a stable dotted id and a status C(PASS), C(WARN), C(FAIL), C(SKIP) or C(ERROR). A check that cannot
     run is C(SKIP) with the reason; a probe that fails or times out makes its checks C(ERROR), never C(PASS).
   - The module never modifies the host, but for the state file of check C(tenant.slo) under O(state_dir) (not written in
-    check mode). By default a C(FAIL) does not fail the task, so the
+    check mode) and its own compiled code, kept per user under C(~/.cache/continuum-hydra/bytecode) (C($XDG_CACHE_HOME))
+    so that later runs do not compile it again; C(PYTHONDONTWRITEBYTECODE=1) in the task's environment turns that off
+    (C(docs/performance.md)). By default a C(FAIL) does not fail the task, so the
     P(continuum.hydra.fleet_report#callback) callback sees every host.
   - Runs on the target's Python 3.9+ with the standard library alone.
 author:
@@ -254,11 +256,15 @@ catalogue:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels as _levels
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
+from ansible_collections.continuum.hydra.plugins.module_utils._host import import_cache
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL_ON, FAIL_ON_NEVER, fails_task
 
 
 def main() -> None:
+    import_cache.install()  # doctor's code below compiled once per host, not twice per run
+    # pylint: disable-next=import-outside-toplevel
+    from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
+
     module = AnsibleModule(
         argument_spec=dict(
             only=dict(type="list", elements="str", default=[]),

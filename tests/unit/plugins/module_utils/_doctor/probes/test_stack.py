@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import stack
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, run
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 CAT, SLEEP = shutil.which("cat"), shutil.which("sleep")
@@ -31,6 +31,28 @@ def test_torch_absent_from_the_test_interpreter_is_data_not_absence():
     assert data["installed"] is False and data["import_error"] is None
     assert data["python"] == sys.executable and data["prefix"] == sys.prefix
     assert data["python_version"] == "%d.%d.%d" % sys.version_info[:3]
+
+
+def test_this_interpreter_without_torch_answers_what_the_script_would_without_starting_it(monkeypatch):
+    if stack.interpreter_without_torch() is None:
+        pytest.skip("torch is installed for the test interpreter")
+    rc, stdout, _stderr = run([sys.executable, "-c", stack.TORCH_SCRIPT], 60)
+    assert rc == 0 and stack.probe_torch(OPTIONS) == stack.parse_torch_output(stdout, sys.executable)
+    started = []
+    monkeypatch.setattr(stack, "run", lambda *args, **kwargs: started.append(args))
+    stack.probe_torch(OPTIONS)
+    assert started == []  # no second interpreter on a host without torch
+
+
+def test_a_torch_package_in_this_interpreter_is_probed_in_a_subprocess(tmp_path, monkeypatch):
+    package = tmp_path / "torch"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise ImportError('libcudart.so.12: cannot open shared object file')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert stack.interpreter_without_torch() is None
+    data = stack.probe_torch(OPTIONS)  # the broken torch is imported by the script, not here
+    assert data["installed"] is True and data["import_error"].startswith("ImportError: libcudart.so.12")
 
 
 def test_torch_output_recorded_here_parses_and_garbage_names_its_line():
