@@ -5,6 +5,7 @@ import json
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor_run
 from ansible_collections.continuum.hydra.plugins.modules import doctor
 
 
@@ -20,7 +21,7 @@ def test_list_checks_returns_the_catalogue_without_reading_the_host(capsys, monk
     monkeypatch.setattr(catalogue, "collect", lambda *a, **k: pytest.fail("probes ran"))
     code, out = _main(capsys, list_checks=True)
     assert code == 0 and out["changed"] is False
-    assert [c["id"] for c in out["catalogue"]] == [c["id"] for c in doctor._doctor.list_catalogue()]
+    assert [c["id"] for c in out["catalogue"]] == [c["id"] for c in doctor_run.list_catalogue()]
     assert "checks" not in out
 
 
@@ -45,7 +46,7 @@ def _fake_run(overall):
     ("failed", "never", False), ("failed", "fail", True), ("error", "fail", True),
     ("warning", "fail", False), ("warning", "warn", True), ("healthy", "warn", False)])
 def test_fail_on_fails_the_task_but_keeps_the_result(capsys, monkeypatch, overall, fail_on, failed):
-    monkeypatch.setattr(doctor._doctor, "run", _fake_run(overall))
+    monkeypatch.setattr(doctor_run, "run", _fake_run(overall))
     code, out = _main(capsys, fail_on=fail_on)
     assert bool(out.get("failed")) is failed and (code == 1) is failed
     assert out["overall_status"] == overall and out["changed"] is False
@@ -54,7 +55,7 @@ def test_fail_on_fails_the_task_but_keeps_the_result(capsys, monkeypatch, overal
 
 
 def test_check_mode_runs_and_changes_nothing(capsys, monkeypatch):
-    monkeypatch.setattr(doctor._doctor, "run", _fake_run("healthy"))
+    monkeypatch.setattr(doctor_run, "run", _fake_run("healthy"))
     code, out = _main(capsys, _ansible_check_mode=True)
     assert code == 0 and out["changed"] is False and out["overall_status"] == "healthy"
 
@@ -73,7 +74,7 @@ def test_a_tiny_total_deadline_still_returns_the_whole_result(capsys, monkeypatc
     code, out = _main(capsys, timeouts={"total": "0.01"})  # a string: the argument spec makes it a number
     assert code == 0 and out["changed"] is False
     # Every check of the default level (standard), none above it.
-    assert [c["id"] for c in out["checks"]] == [c["id"] for c in doctor._doctor.list_catalogue() if c["level"] != "deep"]
+    assert [c["id"] for c in out["checks"]] == [c["id"] for c in doctor_run.list_catalogue() if c["level"] != "deep"]
     assert out["level"] == "standard"
     assert sum(out["summary"].values()) == len(out["checks"])
     reason = "not run: doctor deadline (timeouts.total=0.01s)"
@@ -91,7 +92,7 @@ def test_an_unknown_timeout_key_is_rejected(capsys):
 def test_level_quick_runs_the_quick_checks_and_a_bad_level_or_only_above_it_is_one_line(capsys):
     code, out = _main(capsys, level="quick")
     assert code == 0 and out["level"] == "quick"
-    assert [c["id"] for c in out["checks"]] == [c["id"] for c in doctor._doctor.list_catalogue() if c["level"] == "quick"]
+    assert [c["id"] for c in out["checks"]] == [c["id"] for c in doctor_run.list_catalogue() if c["level"] == "quick"]
     code, out = _main(capsys, level="fast")
     assert code == 1 and "level" in out["msg"] and "quick, standard, deep" in out["msg"]
     code, out = _main(capsys, only=["gpu.dcgm_diag"])
