@@ -5,10 +5,11 @@
 machine's compiled-C STREAM triad as a reference.
 
 Sizing (STREAM's rule): each array at least 4x the last-level caches, capped so that the three arrays take at
-most half the available memory. The C program is STREAM's copy and triad loops (``a[j] = b[j] + q*c[j]``, OpenMP when the compiler has it),
-compiled with ``-O3`` in a temporary directory under a deadline and run with 1..N threads (OMP_NUM_THREADS), the
-best kept: what this machine's memory delivers to compiled code. It is profile's memory benchmark where a
-compiler exists (c_stream) and doctor's reference for the NumPy triad (c_triad_reference).
+most half the available memory. The C program is STREAM's copy and triad loops (``a[j] = b[j] + q*c[j]``,
+OpenMP when the compiler has it), compiled with ``-O3`` in a temporary directory under a deadline and run with
+1..N threads (OMP_NUM_THREADS), the best kept: what this machine's memory delivers to compiled code. It is
+profile's memory benchmark where a compiler exists (c_stream) and doctor's reference for the NumPy triad
+(c_triad_reference).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
