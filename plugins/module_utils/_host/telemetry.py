@@ -30,7 +30,8 @@ import time
 from collections.abc import Iterable
 from typing import Any, Callable, Optional, Union
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, find_binary
+from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
 
 # NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
@@ -502,9 +503,9 @@ class AmdSource:
 
 
 def pick_amd_source(on_row: Callable[[float, dict[str, Any]], None], interval_s: float) -> Optional[AmdSource]:
-    """amd-smi, else rocm-smi, when on PATH (a host without nvidia-smi); None when neither is."""
+    """amd-smi, else rocm-smi, when found (gpus.find_rocm_tool; a host without nvidia-smi); None when neither is."""
     for tool in ("amd-smi", "rocm-smi"):
-        binary = find_binary(tool)
+        binary = gpus.find_rocm_tool(tool)
         if binary:
             return AmdSource(binary, tool, interval_s, on_row)
     return None

@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command as _command
-from ansible_collections.continuum.hydra.plugins.module_utils._host import procfs
+from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus, procfs
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import topology as _topology
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi, read_gpus
@@ -297,12 +297,12 @@ def read_gpus_of(options: Mapping[str, Any]) -> dict[str, Any]:
     except _command.ProbeAbsent as absent:
         from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi, rocm_smi
 
-        amd, rocm = _command.find_binary("amd-smi"), _command.find_binary("rocm-smi")
+        amd, rocm = gpus.find_rocm_tool("amd-smi"), gpus.find_rocm_tool("rocm-smi")
         if amd:
             return amd_smi.read_gpus(amd, options["timeouts"]["nvidia_smi"])
         if rocm:
             return rocm_smi.read_gpus(rocm, options["timeouts"]["nvidia_smi"])
-        raise _command.ProbeAbsent("%s; amd-smi and rocm-smi not on PATH either" % absent) from None
+        raise _command.ProbeAbsent("%s; amd-smi and rocm-smi not found %s either" % (absent, gpus.ROCM_TOOL_PLACES)) from None
     return read_gpus(binary, options["timeouts"]["nvidia_smi"])
 
 

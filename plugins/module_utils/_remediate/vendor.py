@@ -16,7 +16,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 import os
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_amd_gpus
 
 # What each NVIDIA-only worker says on an AMD host: why it does not apply, and the nearest AMD tool.
@@ -33,8 +33,9 @@ NVIDIA_ONLY = {
 def amd_gpus_here(root: str = "/") -> Optional[str]:
     """What shows this host has AMD GPUs (a short phrase), None when nothing does."""
     for tool in ("amd-smi", "rocm-smi"):
-        if command.find_binary(tool):
-            return "%s on PATH" % tool
+        path = gpus.find_rocm_tool(tool)
+        if path:
+            return "%s at %s" % (tool, path)
     if scan_amd_gpus(os.path.join(root, "sys/bus/pci/devices")):
         return "an AMD GPU on the PCI bus"
     if os.path.isdir(os.path.join(root, "sys/module/amdgpu")):

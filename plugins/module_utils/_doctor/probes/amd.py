@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import gpu as gpu_probes
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key, scan_amd_gpus
 
@@ -32,7 +32,7 @@ def amd_present(base: str) -> bool:
     Checked before the AMD readers are imported: on every other host they are never loaded (a module's code is
     compiled on the host each run, and most hosts of most fleets have no AMD GPU)."""
     return bool(scan_amd_gpus(os.path.join(base, "sys/bus/pci/devices")) or os.path.isdir(os.path.join(base, "sys/module/amdgpu"))
-                or command.find_binary("amd-smi") or command.find_binary("rocm-smi"))
+                or gpus.find_rocm_tool("amd-smi") or gpus.find_rocm_tool("rocm-smi"))
 
 
 def _replays(devices: Mapping[str, str]) -> dict[str, Any]:
@@ -60,14 +60,14 @@ def probe_amd_smi(options: Options, root: Optional[str] = None) -> dict[str, Any
     """
     base = root or ROOT
     if not amd_present(base):
-        raise ProbeAbsent("no AMD GPU: amd-smi and rocm-smi not on PATH and no AMD GPU on the PCI bus")
+        raise ProbeAbsent("no AMD GPU: amd-smi and rocm-smi not found and no AMD GPU on the PCI bus")
     from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi, amd_sysfs, rocm_smi
 
     timeout = options["timeouts"]["nvidia_smi"]
     pci = amd_sysfs.scan_pci(base)
     devices = amd_sysfs.device_dirs(base)
     before, started = _replays(devices), time.monotonic()
-    amd, rocm = command.find_binary("amd-smi"), command.find_binary("rocm-smi")
+    amd, rocm = gpus.find_rocm_tool("amd-smi"), gpus.find_rocm_tool("rocm-smi")
     inventory: Optional[dict[str, Any]] = None
     try:
         if amd:

@@ -67,6 +67,32 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import os
+from collections.abc import Mapping
+from typing import Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+
+# ROCm installs its tools under /opt/rocm/bin (a link to /opt/rocm-<version>) or $ROCM_PATH/bin, and does not always
+# link them into /usr/bin (ROCm/legacy-rocm-build#25; "amd-smi: command not found" until /opt/rocm/bin is searched,
+# jurkovic-nikola/OpenLinkHub#156).
+ROCM_DIRS = ("/opt/rocm",)
+ROCM_TOOL_PLACES = "on PATH, in $ROCM_PATH/bin or /opt/rocm/bin"
+
+
+def find_rocm_tool(name: str, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """Absolute path of a ROCm tool (amd-smi, rocm-smi, rvs): PATH first, then $ROCM_PATH/bin and /opt/rocm/bin."""
+    path = command.find_binary(name)
+    if path:
+        return path
+    environ = os.environ if environ is None else environ
+    for base in ([environ["ROCM_PATH"]] if environ.get("ROCM_PATH") else []) + list(ROCM_DIRS):
+        candidate = os.path.join(base, "bin", name)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
 # An AMD GPU's compute partition mode -> the logical devices it shows per physical GPU (amd-smi, sysfs
 # current_compute_partition): readers count physical GPUs with it, the partition check validates expectations.
 PARTITION_DEVICES = {"SPX": 1, "DPX": 2, "TPX": 3, "QPX": 4, "CPX": 8}

@@ -27,7 +27,7 @@ import re
 import time
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable, _take_unreadable, first_line, to_number
 
@@ -48,10 +48,10 @@ class AmdSmiParseError(ValueError):
 
 
 def find_amd_smi() -> str:
-    """Absolute path of amd-smi from PATH; ProbeAbsent when it is not there."""
-    path = command.find_binary("amd-smi")
+    """Absolute path of amd-smi (gpus.find_rocm_tool); ProbeAbsent when it is not there."""
+    path = gpus.find_rocm_tool("amd-smi")
     if not path:
-        raise ProbeAbsent("amd-smi not found on PATH")
+        raise ProbeAbsent("amd-smi not found %s" % gpus.ROCM_TOOL_PLACES)
     return path
 
 

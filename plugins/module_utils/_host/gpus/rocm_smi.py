@@ -19,7 +19,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 import re
 from typing import Any
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.amd_smi import (
     VENDOR,
@@ -44,9 +44,9 @@ _PLACEHOLDER_NAMES = ("0x1002",)
 
 
 def find_rocm_smi() -> str:
-    path = command.find_binary("rocm-smi")
+    path = gpus.find_rocm_tool("rocm-smi")
     if not path:
-        raise ProbeAbsent("rocm-smi not found on PATH")
+        raise ProbeAbsent("rocm-smi not found %s" % gpus.ROCM_TOOL_PLACES)
     return path
 
 

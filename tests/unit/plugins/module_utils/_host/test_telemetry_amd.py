@@ -1,3 +1,4 @@
+
 """Telemetry on AMD GPUs: amd-smi metric / rocm-smi output -> sample rows, and the live amd-smi sampler.
 
 The amd-smi fake replays the recorded RX 6600 metric values (tests/unit/.../gpus/test_amd_smi.py, source in
@@ -5,6 +6,7 @@ tests/fixtures/amd/README.md); rocm-smi rows come from a recorded MI250 ``--show
 """
 
 import json
+import shutil
 import time
 
 import pytest
@@ -56,7 +58,7 @@ def fake_amd_smi(tmp_path, metric_body):
 
 def test_without_nvidia_smi_the_sampler_runs_amd_smi_once_per_interval(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % fake_amd_smi(tmp_path, 'exec cat "%s/metric.json"'))
-    if telemetry.find_binary("nvidia-smi"):
+    if shutil.which("nvidia-smi"):
         pytest.skip("nvidia-smi is installed here")
     sampler = telemetry.Sampler(interval_s=0.1)
     sampler.gpu_source, notes = telemetry.pick_gpu_source(sampler.add_gpu_row, 0.1, nvml=False)

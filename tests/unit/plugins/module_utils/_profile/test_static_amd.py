@@ -50,4 +50,5 @@ def test_with_no_gpu_tool_at_all_the_note_names_every_tool(tmp_path, monkeypatch
         pytest.skip("a GPU tool is installed here")
     notes = []
     assert _profile.gpu_profile(dict(options(), root=str(tmp_path)), notes) == ([], None, None)
-    assert notes == ["GPUs: nvidia-smi not found on PATH (no NVIDIA driver installed?); amd-smi and rocm-smi not on PATH either"]
+    assert notes == ["GPUs: nvidia-smi not found on PATH (no NVIDIA driver installed?); "
+                     "amd-smi and rocm-smi not found on PATH, in $ROCM_PATH/bin or /opt/rocm/bin either"]
