@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Mapping
 from typing import Any, Optional
 
 PREFIX = "ansible_collections.continuum.hydra."
@@ -38,9 +39,9 @@ CACHE_MAX_AGE_S = 30 * 24 * 3600
 CACHE_SUBDIR = os.path.join("continuum-hydra", "bytecode")
 
 
-def cache_dir(environ: Optional[dict[str, str]] = None) -> Optional[str]:
+def cache_dir(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """The per-user cache directory, created 0700; None when it cannot be made or is not safely ours."""
-    environ = dict(os.environ) if environ is None else environ
+    environ = os.environ if environ is None else environ
     base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     path = os.path.join(base, CACHE_SUBDIR)
     try:

@@ -19,7 +19,7 @@ figures are compared with other hosts' of the same method only):
 - ``numpy_blocked``: NumPy blocked kernels (_host.measure.stream) in a worker
   process with one BLAS thread. NumPy cannot fuse the triad into one pass
   over memory, so where one core's outstanding misses bound the bandwidth (a
-  few cores) it reaches 0.7-0.8x of the C triad; on many cores, where the
+  few cores) it reaches 0.7-0.9x of the C triad; on many cores, where the
   DIMMs are the bound, about the same figure.
 - ``stdlib_memoryview_copy``: without NumPy, bytearrays copied through
   memoryviews on one thread, copy only.
