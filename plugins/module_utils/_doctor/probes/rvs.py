@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 
 Options = Mapping[str, Any]
@@ -35,8 +35,8 @@ Options = Mapping[str, Any]
 RVS_LEVELS = (1, 2, 3, 4, 5)
 DEFAULT_RVS_LEVEL = 2
 DEFAULT_TIMEOUT = 1800
-# Where ROCm installs rvs when it is not on PATH.
-RVS_PATHS = ("/opt/rocm/bin/rvs", "/opt/rocm/rvs/rvs")
+# Where older ROCm releases install rvs, beside the places of every ROCm tool (gpus.find_rocm_tool).
+RVS_PATHS = ("/opt/rocm/rvs/rvs",)
 NO_PLATFORM = "No platform support for the detected GPU"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -61,7 +61,7 @@ _MAX_ERRORS = 20
 
 
 def find_rvs() -> Optional[str]:
-    found = command.find_binary("rvs")
+    found = gpus.find_rocm_tool("rvs")
     if found:
         return found
     return next((path for path in RVS_PATHS if os.access(path, os.X_OK)), None)
@@ -71,7 +71,8 @@ def probe_rvs(options: Options) -> dict[str, Any]:
     """``rvs -c <conf>`` (hydra_expect rvs_conf) or ``rvs -r <level>`` (rvs_level, default 2), its lines read."""
     binary = find_rvs()
     if not binary:
-        raise ProbeAbsent("rvs not found (the ROCm Validation Suite is not installed): the RVS checks are not run")
+        raise ProbeAbsent("rvs not found %s, nor at %s (the ROCm Validation Suite is not installed): the RVS checks are not run"
+                          % (gpus.ROCM_TOOL_PLACES, ", ".join(RVS_PATHS)))
     conf = options.get("rvs_conf")
     level = options.get("rvs_level") or DEFAULT_RVS_LEVEL
     if conf:

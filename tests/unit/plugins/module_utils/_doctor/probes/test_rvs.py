@@ -8,6 +8,7 @@ import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import rvs
+from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
@@ -91,6 +92,8 @@ def test_probe_runs_rvs_level_or_conf_and_reads_a_failure_despite_exit_0(tmp_pat
 def test_probe_absent_unsupported_platform_and_launch_errors(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setattr(rvs, "RVS_PATHS", ())
+    monkeypatch.setattr(gpus, "ROCM_DIRS", ())
+    monkeypatch.delenv("ROCM_PATH", raising=False)
     with pytest.raises(ProbeAbsent, match="rvs not found"):
         rvs.probe_rvs(doctor.probe_options({}))
     # rvs's own message (rvs/src/rvsexec.cpp) when -r has no configuration for the GPU.
