@@ -219,17 +219,21 @@ def _c_run(executable: str, elements: int, count: int, warmup_s: float, duration
 
 
 def c_stream(array_bytes: int, threads: list[int], warmup_s: float, duration_s: float, timeout_s: float,
-             compiler: Optional[str] = None, min_repeats: int = 3, progress: Optional[_worker.Progress] = None) -> dict[str, Any]:
+             compiler: Optional[str] = None, min_repeats: int = 3, progress: Optional[_worker.Progress] = None,
+             require_openmp: bool = False) -> dict[str, Any]:
     """The compiled-C STREAM copy and triad, every count of ``threads`` (1..N) measured, the best triad's run kept.
 
     warmup_s and duration_s are split over the thread counts, as the NumPy sweep does; everything, compiling
-    included, runs within ``timeout_s``. ProbeAbsent without a compiler; ProbeError when it cannot compile or a
-    run fails or runs past the deadline. Without OpenMP the program runs on one thread.
+    included, runs within ``timeout_s``. ProbeAbsent without a compiler, or without OpenMP when ``require_openmp``
+    (the program would run on one thread only); ProbeError when it cannot compile or a run fails or runs past the
+    deadline.
     """
     end = time.monotonic() + timeout_s
     workdir = tempfile.mkdtemp(prefix="hydra-stream-")
     try:
         executable, openmp = compile_c_stream(workdir, timeout_s, compiler)
+        if require_openmp and not openmp:
+            raise ProbeAbsent("%s has no OpenMP: compiled STREAM would run on one thread" % (compiler or find_compiler()))
         counts = threads if openmp else [1]
         share = float(len(counts))
         runs: dict[int, dict[str, list[float]]] = {}

@@ -67,12 +67,16 @@ def run_memory(warmup_s: float, duration_s: float, array_mib: Optional[int] = No
         return _numpy_outcome(found["rates"], found["threads"], found["kernel"], found["triad_gbps_by_threads"], common)
     if method in (AUTO, C_STREAM):
         try:
-            found = membench.c_stream(size, candidates, warmup_s, duration_s, timeout_s, progress=progress)
+            # AUTO wants every CPU streaming: a build without OpenMP (one thread) leaves it to NumPy's threads.
+            found = membench.c_stream(size, candidates, warmup_s, duration_s, timeout_s, progress=progress,
+                                      require_openmp=method == AUTO and max(candidates) > 1)
         except (ProbeAbsent, ProbeError) as exc:
             if method == C_STREAM:
                 raise BenchError("compiled C STREAM: %s" % exc) from None
             notes.append("compiled C STREAM not run (%s): NumPy kernels instead" % exc)
         else:
+            if not found["openmp"] and max(candidates) > 1:
+                notes.append("%s has no OpenMP: the C triad ran on one thread of %d" % (found["compiler"], max(candidates)))
             return _outcome(C_STREAM, "STREAM copy/triad, compiled C (%s, %s) on %d threads"
                             % (os.path.basename(found["compiler"] or "cc"), "OpenMP" if found["openmp"] else "no OpenMP",
                                found["threads"]),

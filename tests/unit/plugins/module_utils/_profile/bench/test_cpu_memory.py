@@ -1,6 +1,7 @@
 """CPU and memory benchmarks: structure and units with tiny durations (speeds are for benchmarks/, not tests)."""
 
 import os
+import shutil
 
 import pytest
 
@@ -49,6 +50,22 @@ def test_memory_is_compiled_stream_where_a_compiler_exists():
     assert sorted(result["triad_gbps_by_threads"]) == counts
     assert result["triad_gbps"] == max(result["triad_gbps_by_threads"].values())
     assert "triad_kernel" not in result and "compiled C" in result["message"]
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None or membench.usable_cpus() < 2, reason="needs gcc and two CPUs")
+def test_a_compiler_without_openmp_leaves_the_cpus_to_numpy(tmp_path, monkeypatch):
+    # clang without libomp, say: the C program would stream on one thread of N, far below the memory's bandwidth.
+    cc = tmp_path / "cc"
+    cc.write_text('#!/bin/sh\ncase "$*" in *-fopenmp*) echo "cc: error: unsupported option -fopenmp" >&2; exit 1;; esac\n'
+                  'exec %s "$@"\n' % shutil.which("gcc"))
+    cc.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:%s" % (tmp_path, os.environ["PATH"]))
+    auto = memory.run_memory(0.05, 0.2, array_mib=16)
+    assert auto["method"] == "numpy_blocked" and auto["threads"] >= 1
+    assert any(note.startswith("compiled C STREAM not run (%s has no OpenMP" % cc) for note in auto["notes"])
+    asked = memory.run_memory(0.05, 0.2, array_mib=16, method="c_stream")
+    assert asked["method"] == "c_stream" and asked["openmp"] is False and asked["threads"] == 1
+    assert any(note.endswith("has no OpenMP: the C triad ran on one thread of %d" % membench.usable_cpus()) for note in asked["notes"])
 
 
 def usable_counts():
