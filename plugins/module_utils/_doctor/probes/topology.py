@@ -12,7 +12,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
+from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.topology import read_nvidia_topology, read_rocm_topology, read_sys_facts
@@ -30,8 +30,7 @@ def _tool_topology(options: Options) -> dict[str, Any]:
     try:
         nvidia_smi = find_nvidia_smi(options.get("nvidia_smi_path"))
     except ProbeAbsent:
-        override = options.get("rocm_smi_path")
-        rocm_smi = command.find_binary("rocm-smi", override) if override else gpus.find_rocm_tool("rocm-smi")
+        rocm_smi = gpus.find_rocm_tool("rocm-smi", override=options.get("rocm_smi_path"))
         if not rocm_smi:
             raise ProbeAbsent("neither nvidia-smi nor rocm-smi found (%s): no GPU topology to read" % gpus.ROCM_TOOL_PLACES) from None
         return read_rocm_topology(rocm_smi, options["timeouts"]["nvidia_smi"])

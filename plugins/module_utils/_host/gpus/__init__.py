@@ -80,10 +80,11 @@ ROCM_DIRS = ("/opt/rocm",)
 ROCM_TOOL_PLACES = "on PATH, in $ROCM_PATH/bin or /opt/rocm/bin"
 
 
-def find_rocm_tool(name: str, environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
-    """Absolute path of a ROCm tool (amd-smi, rocm-smi, rvs): PATH first, then $ROCM_PATH/bin and /opt/rocm/bin."""
-    path = command.find_binary(name)
-    if path:
+def find_rocm_tool(name: str, environ: Optional[Mapping[str, str]] = None, override: Optional[str] = None) -> Optional[str]:
+    """Absolute path of a ROCm tool (amd-smi, rocm-smi, rvs): an explicit ``override`` alone when given (None when it
+    cannot run), else PATH first, then $ROCM_PATH/bin and /opt/rocm/bin."""
+    path = command.find_binary(name, override)
+    if path or override:
         return path
     environ = os.environ if environ is None else environ
     for base in ([environ["ROCM_PATH"]] if environ.get("ROCM_PATH") else []) + list(ROCM_DIRS):

@@ -229,11 +229,12 @@ def c_stream(array_bytes: int, threads: list[int], warmup_s: float, duration_s: 
     deadline.
     """
     end = time.monotonic() + timeout_s
+    compiler = compiler or find_compiler()
     workdir = tempfile.mkdtemp(prefix="hydra-stream-")
     try:
         executable, openmp = compile_c_stream(workdir, timeout_s, compiler)
         if require_openmp and not openmp:
-            raise ProbeAbsent("%s has no OpenMP: compiled STREAM would run on one thread" % (compiler or find_compiler()))
+            raise ProbeAbsent("%s has no OpenMP: compiled STREAM would run on one thread" % compiler)
         counts = threads if openmp else [1]
         share = float(len(counts))
         runs: dict[int, dict[str, list[float]]] = {}
@@ -243,7 +244,7 @@ def c_stream(array_bytes: int, threads: list[int], warmup_s: float, duration_s: 
             runs[count] = _c_run(executable, array_bytes // 8, count, warmup_s / share, duration_s / share, min_repeats,
                                  end - time.monotonic())
         best = max(runs, key=lambda count: max(runs[count]["triad"]))
-        return {"method": "c_stream", "threads": best, "openmp": openmp, "compiler": compiler or find_compiler(),
+        return {"method": "c_stream", "threads": best, "openmp": openmp, "compiler": compiler,
                 "triad_gbps": max(runs[best]["triad"]), "copy_gbps": max(runs[best]["copy"]), "rates": runs[best],
                 "triad_gbps_by_threads": dict((str(count), max(rates["triad"])) for count, rates in runs.items())}
     finally:
