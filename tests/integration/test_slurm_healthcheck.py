@@ -23,7 +23,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.cat
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import healthcheck as last_probe
 from ansible_collections.continuum.hydra.tests.support.fake_scontrol import read_state, write_fake_scontrol
 from ansible_collections.continuum.hydra.tests.support.fleet import UNCORRECTABLE_ECC, fixture, plant, write_host_bin
-from ansible_collections.continuum.hydra.tests.support.helpers import REPO
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO, read_fixture
 from ansible_collections.continuum.hydra.tests.support.role_run import run_role
 from ansible_collections.continuum.hydra.tests.support.slurm_cluster import node_states, running_cluster, scontrol
 
@@ -198,6 +198,25 @@ def test_prolog_wrapper_fails_the_prolog_and_calls_no_scontrol(installed, bins, 
     proc = run_program(installed, bindir, program="hydra-healthcheck-prolog")
     assert proc.returncode == 1 and read_state(state)["calls"] == []
     assert (last_json(installed)["mode"], last_json(installed)["action"]) == ("prolog", "exit_only")
+
+
+def test_xid_79_beside_a_malformed_nvrm_line_drains_the_node(installed, tmp_path):
+    # Issue 23: one NVRM line with an impossible date (a copy of a real line, month 13) must not hide the real
+    # Xid 79 after it: the installed program, run as slurmd runs it, exits 1 and drains its node.
+    xid_lines = read_fixture("kernel-log", "nvrm-xid-lines.txt").splitlines()
+    log = "\n".join(read_fixture("kernel-log", "dmesg-iso-kvm-guest.txt").splitlines() + [
+        "2026-13-22T13:20:00,000000+00:00 " + xid_lines[-1].split("] ", 1)[1],
+        "2026-11-22T13:20:01,000000+00:00 " + xid_lines[1].split("kernel: ", 1)[1]]) + "\n"
+    bindir = write_host_bin(str(tmp_path / "bins"), "node1", kernel_log=log)
+    state = write_fake_scontrol(bindir, {"node1": ("IDLE", None)})
+    config = tmp_path / "xid.json"
+    config.write_text(json.dumps({"only": ["gpu.xid_errors"], "level": "standard", "state_dir": str(tmp_path / "state")}))
+    proc = subprocess.run([os.path.join(installed["root"], "sbin", "hydra-healthcheck"), "--config", str(config)],
+                          env={"PATH": "%s:/usr/bin:/bin" % bindir, "SLURMD_NODENAME": "node1"}, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert read_state(state)["nodes"]["node1"]["state"] == "IDLE+DRAIN"
+    assert read_state(state)["calls"][-1][3].startswith("reason=hydra: gpu.xid_errors: XID 79")
 
 
 def test_against_real_slurmctld_and_slurmd(installed, bins, tmp_path_factory):

@@ -27,6 +27,10 @@ reason. blocked() then makes sure of it: a blocked check whose root is not among
 the run's records, or whose root is not itself an ERROR or FAIL, turns back into
 the ERROR it was (a failed probe never makes a host look healthy).
 
+Bad lines: a probe that reads line-oriented text skips the lines it cannot read and counts them in its data's
+``bad_lines`` (_host/lines.py). evaluate() names them in every check that reads the probe (details.bad_lines, the
+message), and a PASS becomes a WARN: the rest was judged, but unread lines are not a healthy reading.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -38,7 +42,8 @@ from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import levels
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.catalogue import probe_level
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, READ_ABSENT, READ_FAILED, SKIP, STATUSES, severity
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import describe
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, PASS, READ_ABSENT, READ_FAILED, READ_OK, SKIP, STATUSES, WARN, severity
 
 Envelope = dict[str, Any]  # a probe's envelope: status (READ_OK / READ_ABSENT / READ_FAILED), data, reason, duration_ms
 Probes = dict[str, Envelope]  # probe name -> envelope, as a check receives them
@@ -110,7 +115,7 @@ def evaluate(chk: Check, probes: Mapping[str, Envelope], expect: Expect, roots: 
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug in one check must not hide the others: report it as this check's ERROR.
             record = {"status": ERROR, "message": "check crashed: %s: %s" % (type(exc).__name__, exc), "details": {}, "remediation": None}
-        record = _blocked_error(chk, probes, roots or {}, record)
+        record = _blocked_error(chk, probes, roots or {}, _with_bad_lines(chk, probes, record))
     out: dict[str, Any] = {"id": chk.id, "title": chk.title, "category": chk.category}
     out.update(record)
     out["duration_ms"] = round((time.monotonic() - start) * 1000.0, 3)
@@ -130,6 +135,25 @@ def _gate(chk: Check, probes: Mapping[str, Envelope], roots: Mapping[str, str]) 
         if envelope["status"] == READ_ABSENT:
             return {"status": SKIP, "message": envelope["reason"], "details": {}, "remediation": None}
     return None
+
+
+BAD_LINES_ADVICE = ("Read the lines named in details.bad_lines in the tool's output or log by hand: doctor skipped "
+                    "them, and one of them may be what this check looks for.")
+
+
+def _with_bad_lines(chk: Check, probes: Mapping[str, Envelope], record: Finding) -> Finding:
+    """The record naming the lines its probes could not read (details.bad_lines, the message); a PASS is a WARN."""
+    found = dict((name, probes[name]["data"]["bad_lines"]) for name in chk.probes
+                 if probes[name]["status"] == READ_OK and isinstance(probes[name]["data"], dict)
+                 and (probes[name]["data"].get("bad_lines") or {}).get("count"))
+    if not found:
+        return record
+    record = dict(record, details=dict(record.get("details") or {}, bad_lines=found))
+    notes = "; ".join("%s in %s" % (describe(bad), name) for name, bad in found.items())
+    record["message"] = "%s; %s" % (record.get("message"), notes)
+    if record.get("status") == PASS:
+        record.update(status=WARN, remediation=BAD_LINES_ADVICE)
+    return record
 
 
 def _blocked_error(chk: Check, probes: Mapping[str, Envelope], roots: Mapping[str, str], record: Finding) -> Finding:

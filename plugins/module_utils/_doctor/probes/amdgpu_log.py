@@ -25,6 +25,9 @@ checks/amd.py, AMDGPU_EVENTS):
 - ``page_fault``: ``[gfxhub] page fault``, ``retry page fault``, ``VM_L2_PROTECTION_FAULT_STATUS``, ``Memory access
   fault``: an application's bad memory access, with the process named where the line names it.
 
+A line that cannot be read (an impossible date, a 5,000-digit error count) is skipped and counted in ``bad_lines``
+(_host/lines.py); the rest are graded.
+
 Healthy boot lines with alarming words (``RAS: optional ras ta ucode is not available``, ``MEM ECC is active``,
 ``0 uncorrectable hardware errors detected``) match none of these.
 
@@ -38,6 +41,7 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import parse_timestamp
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines, parse_lines
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 
 SAMPLE = 100
@@ -104,10 +108,19 @@ def _process(message: str) -> Optional[str]:
     return "%s (pid %s)" % (name.rstrip(","), pid)
 
 
+def _amd_line(line: str) -> Optional[tuple[Optional[datetime.datetime], Optional[str], str, Optional[str]]]:
+    """One amdgpu line -> (its time, its PCI key, the message, its kind before the reset sequence); None for others."""
+    if not _AMD_LINE.search(line):
+        return None
+    address = _ADDRESS.search(line)
+    message = line.strip()
+    return parse_timestamp(line), pci_key(address.group(1)) if address else None, message, _classify(message)
+
+
 def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dict[str, Any]:
     """Every amdgpu event of a kernel log (lines at or after ``cutoff`` where they carry a timestamp), counted per
     (PCI address, kind): {"counts": [{pci, kind, count, first_seen, last_seen, last_message, processes}],
-    "events": [the newest SAMPLE events], "events_total", "events_dropped"}."""
+    "events": [the newest SAMPLE events], "events_total", "events_dropped", "bad_lines": {count, sample}}."""
     events: list[dict[str, Any]] = []
     resetting: OrderedDict[Optional[str], dict[str, Any]] = OrderedDict()
     last_pci: Optional[str] = None
@@ -116,16 +129,11 @@ def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dic
         events.append({"pci": pci, "kind": kind, "message": message[:300], "timestamp": stamp,
                        "process": _process(message) if kind == "page_fault" else None})
 
-    for line in (text or "").splitlines():
-        if not _AMD_LINE.search(line):
-            continue
-        when = parse_timestamp(line)
+    bad = BadLines()
+    for _number, _line, (when, pci, message, kind) in parse_lines(text, _amd_line, bad):
         if cutoff is not None and when is not None and when < cutoff:
             continue
         stamp = when.isoformat() if when else None
-        address = _ADDRESS.search(line)
-        pci = pci_key(address.group(1)) if address else None
-        message = line.strip()
         key = pci or (next(reversed(resetting)) if resetting else last_pci)
         if pci:
             last_pci = pci
@@ -135,7 +143,6 @@ def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dic
                 add("reset_failed", key, prior["trouble"], prior["stamp"])
             resetting[key] = {"message": message, "stamp": stamp, "trouble": None, "phase": "reset"}
             continue
-        kind = _classify(message)
         if kind == "reset_succeeded":
             prior = resetting.pop(key, None)
             if prior and prior["phase"] == "resuming":
@@ -172,4 +179,4 @@ def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dic
         if event["process"] and event["process"] not in group["processes"] and len(group["processes"]) < 10:
             group["processes"].append(event["process"])
     return {"counts": list(counts.values()), "events": events[-SAMPLE:], "events_total": len(events),
-            "events_dropped": max(0, len(events) - SAMPLE)}
+            "events_dropped": max(0, len(events) - SAMPLE), "bad_lines": bad.as_dict()}

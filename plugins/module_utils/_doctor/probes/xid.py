@@ -19,7 +19,9 @@ event. Real examples of every form, with their sources, are in
 tests/fixtures/kernel-log/README.md.
 
 scan() reads a whole window and counts per (address, code): a storm of one
-code never hides another, and only the sample of events is capped.
+code never hides another, and only the sample of events is capped. A line
+that cannot be read (an impossible date, a bad UTC offset, a 5,000-digit code)
+is skipped and counted in ``bad_lines`` (_host/lines.py); the rest are judged.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -29,6 +31,7 @@ import datetime
 import re
 from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import LINE_ERRORS, BadLines, parse_lines
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 
 _ADDRESS = r"(?:PCI:)?[0-9a-fA-F]{1,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
@@ -113,81 +116,96 @@ def parse_xid_line(line: str) -> Optional[dict[str, Any]]:
     return event
 
 
-def parse_xid_lines(text: Optional[str]) -> list[dict[str, Any]]:
-    """Every NVRM Xid line of a kernel log, in log order."""
-    events = []
-    for line in (text or "").splitlines():
-        event = parse_xid_line(line)
-        if event is not None:
-            events.append(event)
-    return events
+def parse_xid_lines(text: Optional[str], bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
+    """Every NVRM Xid line of a kernel log, in log order; a line that cannot be read is counted in ``bad``."""
+    return [event for _number, _line, event in parse_lines(text, parse_xid_line, _bad(bad))]
 
 
-def parse_gpu_uuids(text: Optional[str]) -> dict[str, str]:
+def _bad(bad: Optional[BadLines]) -> BadLines:
+    return BadLines() if bad is None else bad
+
+
+def _gpu_uuid(line: str) -> Optional[tuple[str, str]]:
+    match = _GPU_AT.search(line)
+    return ((_key(match.group("address")) or ""), match.group("uuid")) if match else None
+
+
+def parse_gpu_uuids(text: Optional[str], bad: Optional[BadLines] = None) -> dict[str, str]:
     """{pci: uuid} from the driver's 'NVRM: GPU at PCI:...: GPU-...' lines (names a GPU nvidia-smi lost)."""
-    found = {}
-    for line in (text or "").splitlines():
-        match = _GPU_AT.search(line)
-        if match:
-            found[_key(match.group("address")) or ""] = match.group("uuid")
-    return found
+    return dict(pair for _number, _line, pair in parse_lines(text, _gpu_uuid, _bad(bad)))
 
 
-def parse_loss_lines(text: Optional[str]) -> list[dict[str, Any]]:
+def _loss_line(line: str) -> Optional[tuple[Any, ...]]:
+    """One kernel-log line for parse_loss_lines: ("head", address) of the three-line form, ("tail",), or
+    (kind, address or None, line) of a one-line loss; None for other lines."""
+    if "NVRM" not in line or _XID.search(line):
+        return None
+    head = _FALLEN_HEAD.search(line)
+    if head:
+        return ("head", head.group(1))
+    fallen = _FALLEN.search(line)
+    if fallen:
+        return ("fallen_off_bus", fallen.group(1), line)
+    if _FALLEN_TAIL.search(line):
+        return ("tail",)
+    init = _INIT_FAILED.search(line)
+    if init:
+        return ("gsp_init_failed" if init.group(2).lower() == "0x62" else "init_failed", init.group(1), line)
+    if _RESET_REQUIRED.search(line):
+        return ("reset_required", None, line)
+    if _GSP_TIMEOUT.search(line):
+        return ("gsp_timeout", None, line)
+    return None
+
+
+def _loss_event(kind: str, address: Optional[str], line: str) -> dict[str, Any]:
+    if address is None:
+        named = _LINE_ADDRESS.search(line)
+        address = named.group(1) if named else None
+    instance = _LINE_INSTANCE.search(line)
+    return {"kind": kind, "pci": _key(address), "instance": instance.group(1) if instance else None,
+            "message": line.split("NVRM:", 1)[-1].strip(), "timestamp": _stamp(line)}
+
+
+def parse_loss_lines(text: Optional[str], bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
     """GPU loss / reset-required lines that are not Xid lines -> [{kind, pci, instance, message, timestamp}], in log order."""
     events = []
+    bad = _bad(bad)
     pending: Optional[tuple[str, int]] = None  # the address of "The NVIDIA GPU <addr>" and its line number
-    for number, line in enumerate((text or "").splitlines()):
-        if "NVRM" not in line or _XID.search(line):
+    for number, line, found in parse_lines(text, _loss_line, bad):
+        if found[0] == "head":
+            pending = (found[1], number)
             continue
-        kind, address = None, None
-        head = _FALLEN_HEAD.search(line)
-        if head:
-            pending = (head.group(1), number)
-            continue
-        fallen = _FALLEN.search(line)
-        init = _INIT_FAILED.search(line)
-        if fallen:
-            kind, address = "fallen_off_bus", fallen.group(1)
-        elif _FALLEN_TAIL.search(line) and pending is not None and number - pending[1] <= 3:
-            kind, address = "fallen_off_bus", pending[0]
-            pending = None
-        elif init:
-            kind, address = ("gsp_init_failed" if init.group(2).lower() == "0x62" else "init_failed"), init.group(1)
-        elif _RESET_REQUIRED.search(line):
-            kind = "reset_required"
-        elif _GSP_TIMEOUT.search(line):
-            kind = "gsp_timeout"
-        if kind is None:
-            continue
-        if address is None:
-            named = _LINE_ADDRESS.search(line)
-            address = named.group(1) if named else None
-        instance = _LINE_INSTANCE.search(line)
-        message = line.split("NVRM:", 1)[-1].strip()
-        events.append({"kind": kind, "pci": _key(address), "instance": instance.group(1) if instance else None,
-                       "message": message, "timestamp": _stamp(line)})
+        if found[0] == "tail":
+            if pending is None or number - pending[1] > 3:
+                continue
+            found, pending = ("fallen_off_bus", pending[0], line), None
+        try:
+            events.append(_loss_event(*found))
+        except LINE_ERRORS as exc:
+            bad.add(number, line, exc)
     return events
 
 
-def parse_sxid_lines(text: Optional[str]) -> list[dict[str, Any]]:
+def _sxid_line(line: str) -> Optional[dict[str, Any]]:
+    match = _SXID.search(line)
+    if not match:
+        return None
+    rest = match.group("rest").strip()
+    word = rest.split(",", 1)[0].strip().lower()
+    fatal = True if word == "fatal" else False if word == "non-fatal" else None
+    return {"address": _key(match.group("address")), "device": match.group("address").replace("PCI:", ""),
+            "switch": int(match.group("switch")), "code": int(match.group("code")), "fatal": fatal,
+            "header": fatal is not None, "message": rest, "timestamp": _stamp(line)}
+
+
+def parse_sxid_lines(text: Optional[str], bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
     """NVSwitch SXid lines -> [{address, switch, code, fatal, header, message, timestamp}], in log order.
 
     fatal is True/False from the line's own 'Fatal'/'Non-fatal' word, None on the 'Severity' and 'Data'
     lines that continue an event (header False on those).
     """
-    events = []
-    for line in (text or "").splitlines():
-        match = _SXID.search(line)
-        if not match:
-            continue
-        rest = match.group("rest").strip()
-        word = rest.split(",", 1)[0].strip().lower()
-        fatal = True if word == "fatal" else False if word == "non-fatal" else None
-        events.append({"address": _key(match.group("address")), "device": match.group("address").replace("PCI:", ""),
-                       "switch": int(match.group("switch")), "code": int(match.group("code")), "fatal": fatal,
-                       "header": fatal is not None, "message": rest, "timestamp": _stamp(line)})
-    return events
+    return [event for _number, _line, event in parse_lines(text, _sxid_line, _bad(bad))]
 
 
 def since(events: list[dict[str, Any]], cutoff: datetime.datetime) -> list[dict[str, Any]]:
@@ -240,11 +258,13 @@ def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dic
     """Everything doctor grades in a kernel log: Xids, GPU losses without an Xid, SXids and the address -> UUID map.
 
     Counts cover every event in the window (at or after cutoff when given); the 'xids' sample keeps the
-    newest SAMPLE events and 'xids_dropped' says how many were left out of it.
+    newest SAMPLE events and 'xids_dropped' says how many were left out of it. 'bad_lines': the driver's lines
+    that could not be read ({count, sample}), skipped.
     """
-    xids = parse_xid_lines(text)
-    losses = parse_loss_lines(text)
-    sxids = parse_sxid_lines(text)
+    bad = BadLines()
+    xids = parse_xid_lines(text, bad)
+    losses = parse_loss_lines(text, bad)
+    sxids = parse_sxid_lines(text, bad)
     if cutoff is not None:
         xids, losses, sxids = since(xids, cutoff), since(losses, cutoff), since(sxids, cutoff)
     # An SXid event is its header line; Severity/Data lines only count when no header of that code was seen.
@@ -257,44 +277,48 @@ def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dic
         "xids_dropped": max(0, len(xids) - SAMPLE),
         "gpu_losses": _group(losses, ("pci", "kind"), _add_instance),
         "sxid_counts": _group(sxid_events, ("address", "code"), _add_severity),
-        "gpu_uuids": parse_gpu_uuids(text),
+        "gpu_uuids": parse_gpu_uuids(text, bad),
+        "bad_lines": bad.as_dict(),
     }
 
 
-def _fm_time(stamp: str) -> Optional[datetime.datetime]:
-    try:
-        return datetime.datetime.strptime(stamp, "%b %d %Y %H:%M:%S")
-    except ValueError:
+def _fm_line(line: str) -> Optional[tuple[Optional[datetime.datetime], dict[str, Any]]]:
+    """One Fabric Manager [ERROR] line -> (its time or None, the event); None for other lines."""
+    match = _FM_ERROR_LINE.match(line.strip())
+    if not match:
         return None
+    # An impossible date is the stamp's problem, not the event's: kept, undated.
+    try:
+        when: Optional[datetime.datetime] = datetime.datetime.strptime(match.group("stamp"), "%b %d %Y %H:%M:%S")
+    except ValueError:
+        when = None
+    message = match.group("message").strip()
+    event: dict[str, Any] = {"message": message, "timestamp": when.isoformat() if when else None}
+    switch = _FM_SWITCH.search(message)
+    if switch:
+        event.update(address=_key(switch.group("address")), device=switch.group("address"),
+                     code=int(switch.group("code")), fatal=switch.group("kind").lower() == "fatal")
+    return when, event
 
 
 def scan_fabric_manager_log(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dict[str, Any]:
     """The [ERROR] entries of a Fabric Manager log: NVSwitch fatal/non-fatal errors per (address, code), other errors counted.
 
     cutoff is a naive local time (the log's own clock); entries before it are left out. A line without
-    the log's '[date] [LEVEL]' prefix continues the entry above it and is not read on its own.
+    the log's '[date] [LEVEL]' prefix continues the entry above it and is not read on its own; an [ERROR] line
+    that cannot be read is counted in 'bad_lines'.
     """
-    switch_events, other = [], []
-    for line in (text or "").splitlines():
-        match = _FM_ERROR_LINE.match(line.strip())
-        if not match:
-            continue
-        when = _fm_time(match.group("stamp"))
+    switch_events: list[dict[str, Any]] = []
+    other: list[dict[str, Any]] = []
+    bad = BadLines()
+    for _number, _line, (when, event) in parse_lines(text, _fm_line, bad):
         if cutoff is not None and when is not None and when < cutoff:
             continue
-        message = match.group("message").strip()
-        stamp = when.isoformat() if when else None
-        switch = _FM_SWITCH.search(message)
-        if switch:
-            switch_events.append({"address": _key(switch.group("address")), "device": switch.group("address"),
-                                  "code": int(switch.group("code")), "fatal": switch.group("kind").lower() == "fatal",
-                                  "message": message, "timestamp": stamp})
-        else:
-            other.append({"message": message, "timestamp": stamp})
+        (switch_events if "code" in event else other).append(event)
 
     def fatal(group: dict[str, Any], event: dict[str, Any]) -> None:
         group["fatal"] = bool(group.get("fatal")) or event["fatal"]
         group.setdefault("device", event["device"])
 
     return {"nvswitch_errors": _group(switch_events, ("address", "code"), fatal),
-            "errors": other[-SAMPLE:], "errors_total": len(other)}
+            "errors": other[-SAMPLE:], "errors_total": len(other), "bad_lines": bad.as_dict()}

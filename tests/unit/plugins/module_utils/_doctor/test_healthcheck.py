@@ -14,7 +14,8 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes imp
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._host.slurm import MAX_REASON_CHARS, drain_args, parse_show_node
-from ansible_collections.continuum.hydra.tests.support.fleet import UNCORRECTABLE_ECC, fixture, plant
+from ansible_collections.continuum.hydra.tests.support.fake_scontrol import read_state, write_fake_scontrol
+from ansible_collections.continuum.hydra.tests.support.fleet import UNCORRECTABLE_ECC, fixture, plant, write_host_bin
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 ONLY = ["gpu.ecc_errors", "driver.nvidia_smi"]
@@ -201,3 +202,25 @@ def test_main_says_why_nothing_was_judged_on_one_line(tmp_path, capsys):
     assert hc.main(["--config", str(config), "--dry-run", "--node", "node1"], {}) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "could not judge" in err[0] and "nvlinks_per_pair" in err[0]
+
+
+def test_an_xid_79_beside_one_malformed_nvrm_line_drains_the_node(tmp_path, monkeypatch, capsys):
+    # Issue 23: the real Xid 79 line in a copy of the real dmesg recording, after a copy of a real NVRM line whose
+    # month is 13. journalctl and scontrol are fakes run as processes; the Xid probe, check and decision are real.
+    xid_lines = read_fixture("kernel-log", "nvrm-xid-lines.txt").splitlines()
+    bad = "2026-13-22T13:20:00,000000+00:00 " + xid_lines[-1].split("] ", 1)[1]
+    log = "\n".join(read_fixture("kernel-log", "dmesg-iso-kvm-guest.txt").splitlines() + [
+        bad, "2026-11-22T13:20:01,000000+00:00 " + xid_lines[1].split("kernel: ", 1)[1]]) + "\n"
+    bindir = write_host_bin(str(tmp_path / "bins"), "node1", kernel_log=log)
+    state_path = write_fake_scontrol(bindir, {"node1": ("IDLE", None)})
+    monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % bindir)
+    config = tmp_path / "healthcheck.json"
+    config.write_text(json.dumps({"only": ["gpu.xid_errors"], "level": "standard", "state_dir": str(tmp_path / "state")}))
+    assert hc.main(["--config", str(config)], {"SLURMD_NODENAME": "node1"}) == hc.EXIT_UNHEALTHY
+    calls = read_state(state_path)["calls"]
+    assert calls[-1][:3] == ["update", "nodename=node1", "state=drain"]
+    assert calls[-1][3].startswith("reason=hydra: gpu.xid_errors: XID 79 (GPU has fallen off the bus)")
+    with open(str(tmp_path / "state" / "healthcheck" / "last.json")) as handle:
+        [xid_check] = json.load(handle)["checks"]
+    assert xid_check["status"] == "FAIL" and xid_check["details"]["bad_lines"]["kernel_log"]["count"] == 1
+    assert "exit 1" in capsys.readouterr().out

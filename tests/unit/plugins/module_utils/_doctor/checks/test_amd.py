@@ -254,3 +254,30 @@ def test_line_forms(line, kind):
 ])
 def test_healthy_and_harmless_lines_do_not_alarm(line):
     assert amdgpu_log.scan(line)["counts"] == []
+
+
+def _athub_log_with(bad_line):
+    """The real MI50 log (ATHUB uncorrectable error, failed reset) with one malformed amdgpu line planted first."""
+    return bad_line + "\n" + read_fixture("amd", "kernel-log", "rocm-1886-dmesg-ctime-mi50-athub-ue-reset-smu-fail.log")
+
+
+UE_LINE = read_fixture("amd", "kernel-log", "rocm-1886-dmesg-ctime-mi50-athub-ue-reset-smu-fail.log").splitlines()[2]
+
+
+@pytest.mark.parametrize("bad_line", [
+    "2023-13-07T14:25:56,000000+00:00 " + UE_LINE.split("] ", 1)[1],  # month 13
+    "2023-01-07T14:25:56,000000+99:00 " + UE_LINE.split("] ", 1)[1],  # UTC offset +99:00
+    "amdgpu 0000:e3:00.0: amdgpu: %s uncorrectable hardware errors detected in umc block" % ("9" * 5000),
+])
+def test_one_malformed_amdgpu_line_is_counted_and_the_uncorrectable_error_beside_it_still_fails(bad_line):
+    record = judge("gpu.amdgpu_errors", amd_smi_data(), amdgpu_log=log_envelope(_athub_log_with(bad_line)))
+    assert record["status"] == "FAIL" and "uncorrectable RAS error x1 on GPU at 0000:e3:00" in record["message"]
+    assert record["details"]["bad_lines"]["amdgpu_log"]["count"] == 1
+    assert "1 unreadable line skipped (line 1: " in record["message"]
+
+
+def test_a_log_whose_only_amdgpu_event_line_is_unreadable_warns_never_passes():
+    bad = "2023-13-07T14:25:56,000000+00:00 " + UE_LINE.split("] ", 1)[1]
+    record = judge("gpu.amdgpu_errors", amd_smi_data(), amdgpu_log=log_envelope(bad))
+    assert record["status"] == "WARN" and "1 unreadable line skipped" in record["message"]
+    assert record["remediation"] == registry.BAD_LINES_ADVICE

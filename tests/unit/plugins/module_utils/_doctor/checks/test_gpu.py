@@ -218,6 +218,28 @@ def test_xid_79_naming_a_gpus_address_fails_on_that_gpu_and_repeats_are_counted_
     assert (entry["first_seen"], entry["last_seen"]) == ("2026-11-22T13:20:00+00:00", "2026-11-22T13:20:02+00:00")
 
 
+# The real Xid 79 line of nvrm-xid-lines.txt, and copies of real NVRM lines with one field made impossible (issue 23).
+REAL_79 = read_fixture("kernel-log", "nvrm-xid-lines.txt").splitlines()[1].split("kernel: ", 1)[1]
+REAL_13 = read_fixture("kernel-log", "nvrm-xid-lines.txt").splitlines()[-1].split("] ", 1)[1]
+MALFORMED = ("2026-13-22T13:20:00,000000+00:00 " + REAL_13, "2026-11-22T13:20:00,000000+99:00 " + REAL_13,
+             "2026-11-22T13:20:00,000000+00:00 " + REAL_13.replace("13,", "9" * 5000 + ",", 1))
+
+
+@pytest.mark.parametrize("bad_line", MALFORMED)
+def test_a_malformed_nvrm_line_beside_a_real_xid_79_leaves_the_xid_79_a_fail(bad_line):
+    log = kernel_log(plant("dmesg-iso-kvm-guest.txt", bad_line, "2026-11-22T13:20:01,000000+00:00 " + REAL_79))
+    record = judge("gpu.xid_errors", smi("a100-sxm4-v12.xml"), kernel_log=log)
+    assert record["status"] == "FAIL" and record["message"].startswith("XID 79 (GPU has fallen off the bus) x1 on GPU at 0000:2b:00")
+    assert record["details"]["bad_lines"]["kernel_log"]["count"] == 1
+    assert "1 unreadable line skipped (line 23: " in record["message"]
+
+
+def test_a_log_whose_only_nvrm_line_is_unreadable_warns_never_passes():
+    record = judge("gpu.xid_errors", smi("a100-sxm4-v12.xml"), kernel_log=kernel_log(MALFORMED[0]))
+    assert record["status"] == "WARN" and record["message"].startswith("no XID in the kernel log")
+    assert "1 unreadable line skipped (line 1: month must be in 1..12) in kernel_log" in record["message"]
+
+
 def test_xid_on_a_gpu_nvidia_smi_no_longer_lists_is_named_by_address_and_logged_uuid():
     text = read_fixture("kernel-log", "nvrm-xid-lines.txt").splitlines()[:2]  # GPU at 2b:00 + its XID 79
     record = judge("gpu.xid_errors", smi("a100-sxm4-v12.xml"), kernel_log=kernel_log("\n".join(text)))

@@ -2,6 +2,8 @@
 
 import datetime
 
+import pytest
+
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes.xid import (
     parse_gpu_uuids,
     parse_loss_lines,
@@ -133,3 +135,45 @@ def test_fabric_manager_log_entries():
     assert found["errors_total"] == 0
     assert scan_fabric_manager_log(text, datetime.datetime(2025, 1, 1))["nvswitch_errors"][0]["code"] == 12028
     assert len(scan_fabric_manager_log(text, datetime.datetime(2025, 1, 1))["nvswitch_errors"]) == 1
+
+
+# One malformed driver line (issue 23): skipped and counted, the rest judged. Each bad line is a copy of a real line
+# (nvrm-xid-lines.txt, fabricmanager-error-lines.txt, sxid-non-fatal-nvtrust-124.txt) with one field edited.
+REAL_79 = read_fixture("kernel-log", "nvrm-xid-lines.txt").splitlines()[1].split("kernel: ", 1)[1]
+REAL_13 = read_fixture("kernel-log", "nvrm-xid-lines.txt").splitlines()[-1].split("] ", 1)[1]
+BAD_LINES = {
+    "month 13": "2026-13-22T13:20:00,000000+00:00 " + REAL_13,
+    "February 30": "2026-02-30T13:20:00,000000+00:00 " + REAL_13,
+    "UTC offset +99:00": "2026-11-22T13:20:00,000000+99:00 " + REAL_13,
+    "5,000-digit code": "2026-11-22T13:20:00,000000+00:00 " + REAL_13.replace("13,", "9" * 5000 + ",", 1),
+    "5,000-digit pid": "2026-11-22T13:20:00,000000+00:00 " + REAL_79.replace("79,", "31, pid=%s," % ("7" * 5000), 1),
+}
+
+
+def xid_79_log(bad_line):
+    """The real dmesg copy with the real Xid 79 line planted, and one malformed NVRM line before it."""
+    log = read_fixture("kernel-log", "dmesg-iso-kvm-guest.txt").splitlines()
+    log.insert(10, bad_line)
+    log.append("2026-11-22T13:20:01,000000+00:00 " + REAL_79)
+    return "\n".join(log)
+
+
+@pytest.mark.parametrize("what", sorted(BAD_LINES))
+def test_one_malformed_nvrm_line_is_skipped_and_counted_and_the_xid_79_beside_it_is_read(what):
+    found = scan(xid_79_log(BAD_LINES[what]), datetime.datetime(2026, 11, 22, tzinfo=UTC))
+    assert [(g["pci"], g["code"], g["count"]) for g in found["xid_counts"]] == [("0000:2b:00", 79, 1)]
+    assert found["bad_lines"]["count"] == 1 and found["bad_lines"]["sample"][0]["line"] == 11
+
+
+def test_malformed_sxid_loss_and_fabric_manager_lines_are_skipped_and_counted():
+    sxid = read_fixture("kernel-log", "sxid-non-fatal-nvtrust-124.txt")
+    bad_sxid = sxid.replace("22013, Non-fatal", "9" * 5000 + ", Non-fatal", 1)
+    gsp = read_fixture("kernel-log", "gsp-init-failed-ogkm-1230.txt").splitlines()
+    bad_loss = "2026-13-01T00:00:00+0000 " + gsp[-2].split("] ", 1)[-1]
+    found = scan(bad_sxid + "\n" + sxid + "\n" + bad_loss)
+    assert [(g["code"], g["count"]) for g in found["sxid_counts"]] == [(22013, 1)]
+    assert found["bad_lines"]["count"] == 2
+    fm = read_fixture("kernel-log", "fabricmanager-error-lines.txt")
+    bad_fm = fm.splitlines()[0].replace("12028", "1" * 5000)
+    read = scan_fabric_manager_log(bad_fm + "\n" + fm)
+    assert [g["code"] for g in read["nvswitch_errors"]] == [12028, 20034] and read["bad_lines"]["count"] == 1
