@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
 
 # Tools the real-component tests drive; where one is missing those tests skip. In CI (CI=true) a skip
 # would let a broken install pass quietly, so a missing tool stops the run instead.
-CI_TOOLS = ("chromium", "promtool", "prometheus-node-exporter", "xmllint", "slurmctld", "slurmd", "munged", "ssh")
+CI_TOOLS = ("chromium", "promtool", "prometheus-node-exporter", "xmllint", "slurmctld", "slurmd", "munged", "ssh", "sshd", "iperf3")
 
 
 def pytest_sessionstart(session):
@@ -54,3 +54,12 @@ def template_venv(tmp_path_factory):
     path = tmp_path_factory.mktemp("template") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
     return path
+
+
+@pytest.fixture
+def netns_bed(tmp_path):
+    """Real SSH hosts in network namespaces (tests/support/netns.py): ``bed = netns_bed(4)``; closed after the test."""
+    from ansible_collections.continuum.hydra.tests.support import netns
+
+    with netns.beds(tmp_path) as make:
+        yield make

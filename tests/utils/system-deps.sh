@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages the test suite drives for real. Idempotent: does nothing when all are present.
 set -euo pipefail
-packages=(openssh-client slurm-wlm munge chromium prometheus-node-exporter prometheus libxml2-utils shellcheck gcc)
+packages=(openssh-client openssh-server iperf3 slurm-wlm munge chromium prometheus-node-exporter prometheus libxml2-utils shellcheck gcc)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
