@@ -20,6 +20,8 @@ text that means "absent by design" (N/A, Not Supported, deprecated: None in the
 record) and from text that says the value could not be read (Unknown Error, GPU
 is lost, GPU requires reset, Insufficient Permissions, ERR!, Not Found, any
 other NVML error string, text where a number belongs, a number beyond range).
+A number is read whole or not at all: "0x10" is not 0, "2^64" not 2, "1.5.3" not 1.5; a reading below zero
+(a temperature of -1 C: the driver's "no reading") or from 2**64 up is out of range, as is NaN.
 Unreadable values are None in the record too, and each GPU record carries them
 in ``unreadable``: {record field path: the text nvidia-smi wrote}, so that a
 check can tell "nothing to read" from "could not read it".
@@ -59,9 +61,12 @@ _ERROR_WORDS = ("gpu is lost", "requires reset", "unknown error", "insufficient 
 # Raw texts saying the GPU itself is gone or must be reset (checks FAIL on these, not ERROR).
 LOST_WORDS = ("gpu is lost", "requires reset", "reset required", "fallen off the bus")
 OUT_OF_RANGE = "value out of range"
-# The largest magnitude a reading may have: counters are 64-bit, nothing nvidia-smi reports is larger.
+# Readings are below 2**64 (counters are 64-bit unsigned; nothing nvidia-smi reports is larger).
 _LIMIT = 2 ** 64
 _NUMBER = re.compile(r"\s*([-+]?\d+(?:\.\d+)?)((?:[eE][-+]?\d+)?)")
+# What may follow a number: a unit ("C", "W", "MiB", "%", "x", "MHz", "GT/s"), never more digits or signs.
+_UNIT = re.compile(r"[A-Za-z%/\u00b0][A-Za-z%/\u00b0() ]*")
+_HEX_TAIL = re.compile(r"[xX][0-9a-fA-F]")
 _TRUE = frozenset(("active", "yes", "enabled", "true"))
 _FALSE = frozenset(("not active", "no", "disabled", "false"))
 
@@ -112,16 +117,24 @@ class Unreadable:
         return "Unreadable(%r)" % self.raw
 
 
-def to_number(text: str) -> Any:
-    """'16x', '27 C', '67.03 W' -> 16, 27, 67.03; Unreadable for text with no leading number or beyond range."""
+def to_number(text: str, signed: bool = False) -> Any:
+    """'16x', '27 C', '67.03 W' -> 16, 27, 67.03.
+
+    Unreadable for text that is not one number with an optional unit ('0x10', '2^64', '1.5.3', 'N/A W'), and for
+    a number out of range: from 2**64 up, NaN, infinite, or below zero unless ``signed`` (only T.Limit readings
+    are: degrees left below the limit).
+    """
     match = _NUMBER.match(text)
     if not match:
+        return Unreadable(_shorten(text.strip()))
+    rest = text[match.end():].strip()
+    if rest and (not _UNIT.fullmatch(rest) or _HEX_TAIL.match(rest)):
         return Unreadable(_shorten(text.strip()))
     raw = match.group(1) + match.group(2)
     if len(raw.lstrip("+-").split(".")[0]) > 20:
         return Unreadable("%s (%s)" % (OUT_OF_RANGE, _shorten(raw, 24)))
     number = float(raw) if "." in raw or match.group(2) else int(raw)
-    if not -_LIMIT <= number <= _LIMIT:  # also False for inf and nan
+    if not ((-_LIMIT < number if signed else 0 <= number) and number < _LIMIT):  # also False for inf and nan
         return Unreadable("%s (%s)" % (OUT_OF_RANGE, _shorten(raw, 24)))
     return number
 
@@ -188,13 +201,14 @@ def text_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Optional[
     return None if isinstance(value, Unreadable) else value
 
 
-def number_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Any:
+def number_at(elem: Optional[ET.Element], path: Optional[str] = None, signed: bool = False) -> Any:
     """The number of a value with a unit: '16x', '27 C', '67.03 W', '81920 MiB', '0 %' -> 16, 27, 67.03, 81920, 0.
 
-    None when absent; Unreadable for an error string, text that is not a number, or a number beyond range.
+    None when absent; Unreadable for an error string, text that is not a number, or a number out of range
+    (to_number; below zero unless ``signed``).
     """
     value = value_at(elem, path)
-    return to_number(value) if isinstance(value, str) else value
+    return to_number(value, signed) if isinstance(value, str) else value
 
 
 def flag_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Any:
@@ -425,10 +439,10 @@ def _temperature(node: Optional[ET.Element]) -> dict[str, Any]:
         "memory_max_c": number_at(node, "gpu_temp_max_mem_threshold"),
         # Newer drivers on some boards give T.Limit instead: degrees left below the GPU's limit,
         # with the thresholds on the same scale (slowdown at -2 means 2 degrees past the limit).
-        "tlimit_c": number_at(node, "gpu_temp_tlimit"),
-        "shutdown_tlimit_c": number_at(node, "gpu_temp_max_tlimit_threshold"),
-        "slowdown_tlimit_c": number_at(node, "gpu_temp_slow_tlimit_threshold"),
-        "max_operating_tlimit_c": number_at(node, "gpu_temp_max_gpu_tlimit_threshold"),
+        "tlimit_c": number_at(node, "gpu_temp_tlimit", signed=True),
+        "shutdown_tlimit_c": number_at(node, "gpu_temp_max_tlimit_threshold", signed=True),
+        "slowdown_tlimit_c": number_at(node, "gpu_temp_slow_tlimit_threshold", signed=True),
+        "max_operating_tlimit_c": number_at(node, "gpu_temp_max_gpu_tlimit_threshold", signed=True),
     }
 
 

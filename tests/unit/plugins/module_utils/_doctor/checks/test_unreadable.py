@@ -236,6 +236,20 @@ def test_numbers_beyond_range_are_error_never_a_crash(element, check_id, value):
         assert len(json.dumps(rec)) < 20000  # the 5000 digits are not copied into the result
 
 
+@pytest.mark.parametrize("element, check_id", [
+    ("replay_counter", "gpu.pcie_replay"), ("gpu_temp", "gpu.temperature"), ("average_power_draw", "gpu.power"),
+    ("sm_clock", "gpu.clocks"), ("current_link_width", "gpu.pcie_link"), ("dram_uncorrectable", "gpu.ecc_errors")])
+@pytest.mark.parametrize("value", ("0x10", "-1 C", str(2 ** 64), "2^64", "1.5.3"))
+def test_a_hex_negative_or_2_to_the_64_reading_is_error_never_pass(element, check_id, value):
+    # Issue 23: "0x10" used to read as 0, "2^64" as 2, "-1 C" as -1 C, 2**64 as a count: each a PASS.
+    def edit(root):
+        root.find("gpu").iter(element).__next__().text = value
+    record = judge_all(planted("rtx-3080-v13.xml", edit))[check_id]
+    assert record["status"] == "ERROR", record["message"]
+    assert record["message"].startswith("GPU 0 (00000000:0C:00.0): ")
+    assert ("unreadable (%r)" % value if value in ("0x10", "2^64", "1.5.3") else "value out of range") in record["message"]
+
+
 @pytest.mark.parametrize("value", (float("inf"), float("-inf"), float("nan"), 10 ** 5000), ids=("inf", "-inf", "nan", "10**5000"))
 @pytest.mark.parametrize("section, key, check_id", [
     ("temperature", "gpu_c", "gpu.temperature"), ("pcie", "replay_counter", "gpu.pcie_replay"),

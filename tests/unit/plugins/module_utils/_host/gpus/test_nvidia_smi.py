@@ -28,7 +28,9 @@ def gpu0(name):
 def test_value_helpers_drop_units_and_not_available_markers():
     node = ET.fromstring("<t><w>16x</w><c>27 C</c><p>67.03 W</p><m>81920 MiB</m><u>0 %</u><na>N/A</na>"
                          "<neg>-7 C</neg><dep>Requested functionality has been deprecated</dep><b>192 bank(s)</b></t>")
-    assert [number_at(node, tag) for tag in ("w", "c", "p", "m", "u", "neg", "b")] == [16, 27, 67.03, 81920, 0, -7, 192]
+    assert [number_at(node, tag) for tag in ("w", "c", "p", "m", "u", "b")] == [16, 27, 67.03, 81920, 0, 192]
+    # Below zero only where a reading may be (T.Limit: degrees left below the limit); elsewhere out of range.
+    assert number_at(node, "neg", signed=True) == -7 and number_at(node, "neg").raw == "value out of range (-7)"
     assert number_at(node, "na") is None and text_at(node, "na") is None
     assert text_at(node, "dep") is None and number_at(node, "missing") is None
 
@@ -203,7 +205,8 @@ def test_unreadable_values_are_none_and_named_in_the_record():
     assert len(gpu["unreadable"]["pcie.replay_counter"]) < 100
 
 
-@pytest.mark.parametrize("text", ("1e999", "inf", "nan", "9" * 30, "-" + "9" * 5000, "18446744073709551617 MiB"))
+@pytest.mark.parametrize("text", ("1e999", "inf", "nan", "9" * 30, "-" + "9" * 5000, "18446744073709551617 MiB",
+                                  str(2 ** 64), "0x10", "0xFF MiB", "2^64", "1.5.3 W", "-1 C", "16x4"))
 def test_numbers_beyond_range_are_unreadable_not_numbers(text):
     from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable
     node = ET.fromstring("<t><v>%s</v></t>" % text)
