@@ -72,6 +72,16 @@ def bad_pages(gpu: dict[str, Any]) -> Optional[tuple[str, dict[str, Any], str]]:
     return PASS, detail, "%d pages retired" % (retired or 0)
 
 
+def ecc_state_contradiction(gpu: dict[str, Any]) -> str:
+    """gpu.ecc_errors for an AMD GPU: ' although ...' when its uncorrectable count comes with a RAS state that is not
+    ENABLED ("N/A", DISABLED, or no amd-smi static): the count is judged all the same, the contradiction named."""
+    if gpu.get("vendor") != "amd" or (gpu.get("ecc") or {}).get("current") == "Enabled":
+        return ""
+    state = (gpu.get("ecc") or {}).get("current")
+    return " although amd-smi static reads the RAS block state as %s" % (
+        "DISABLED" if state == "Disabled" else "N/A (state unknown)")
+
+
 def replay_growth(gpu: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
     """gpu.pcie_replay for an AMD GPU: replays counted while doctor read it (sysfs before and after the tools).
 

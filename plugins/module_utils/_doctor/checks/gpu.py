@@ -839,8 +839,11 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
     GPU is.
 
     AMD GPUs: the RAS counts since driver load (amd-smi metric ecc and ecc_blocks, sysfs
-    ras/*_err_count), judged only where ECC is enabled on some block; an uncorrectable or deferred
-    (poison) count is a FAIL. rocm-smi reports no counts: not judged.
+    ras/*_err_count), judged where ECC is enabled on some block; an uncorrectable or deferred
+    (poison) count is a FAIL, also where the RAS block state reads "N/A" or DISABLED (the FAIL names
+    that contradiction: a reported error is never SKIP). A GPU that amd-smi static lists and metric
+    does not has its readings unreadable (ERROR), never "nothing readable". rocm-smi reports no
+    counts: not judged.
 
     Remediation: drain the node, reset the GPU and re-check; replace the GPU when uncorrectable
     errors recur. A lifetime count alone: check gpu.row_remap, then clear the counters with
@@ -863,7 +866,8 @@ def ecc_errors(probes: Probes, expect: Expect) -> Finding:
         detail = _detail(gpu, volatile=volatile, aggregate=aggregate)
         _counted(counts, gpu, volatile["correctable"])
         if current:
-            results.append((FAIL, detail, "uncorrectable ECC errors since the driver loaded (%s)" % _counts(current)))
+            results.append((FAIL, detail, "uncorrectable ECC errors since the driver loaded (%s)%s" % (
+                _counts(current), amd_checks.ecc_state_contradiction(gpu))))
         elif lifetime:
             results.append((WARN, detail, "uncorrectable ECC errors in the lifetime count only (%s)" % _counts(lifetime)))
         elif correctable > threshold:

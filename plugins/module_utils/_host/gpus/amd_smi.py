@@ -15,6 +15,12 @@ everything before the first line opening with ``[`` or ``{`` is skipped. Numbers
 "C"}`` or bare; "N/A" (anywhere, also as a ``value``) is absent by design: None. Text where a number belongs, an
 AMDSMI_STATUS_* error, or a number beyond 2**64 is unreadable: None and listed in the record's ``unreadable``.
 
+GPUs are matched across the three documents by PCI address (static ``bus.bdf``, list ``bdf``) or UUID, never by
+list position; metric names a GPU by its ``gpu`` index only, so it is matched by index only while static and list
+agree on which index is which address and metric lists the same indexes (else its readings are unreadable and its
+error counts named in ``problems``). An uncorrectable or deferred count above zero is kept even where the RAS block
+state reads "N/A" (``ecc.current`` "Unknown").
+
 The records have the shape _host/gpus/__init__.py documents (vendor "amd"); fields amd-smi has no notion of
 (persistence mode, MIG, application clocks, fabric, recovery action) are None.
 
@@ -260,34 +266,152 @@ def read_gpus(binary: str, timeout: float) -> dict[str, Any]:
     return inventory
 
 
-def _by_gpu(items: list[dict[str, Any]], what: str) -> dict[int, dict[str, Any]]:
-    out = {}
-    for position, item in enumerate(items):
-        index = item.get("gpu", position)
-        if not isinstance(index, int) or isinstance(index, bool):
-            raise AmdSmiParseError("%s: GPU index %r is not a number" % (what, index))
-        out[index] = item
-    return out
+_BDF = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+# The record fields only ``amd-smi metric`` fills: unreadable, never absent, on a GPU whose metric is missing.
+_METRIC_FIELDS = ("temperature.gpu_c", "power.draw_w", "pcie.width_current", "pcie.gen_current", "utilization.gpu_pct",
+                  "memory.used_mib", "clocks.graphics_mhz")
+
+
+def _identity(item: dict[str, Any], what: str) -> dict[str, Any]:
+    """{bdf, uuid, index} of one GPU object: its PCI address (``bdf``, ``bus.bdf``, or a ``gpu`` that is one), the
+    UUID ``list`` gives, and the ``gpu`` index of this amd-smi run. AmdSmiParseError for a ``gpu`` that is neither."""
+    raw = item.get("gpu")
+    bdf = text(item.get("bdf")) or text(at(item, "bus", "bdf"))
+    index = None
+    if isinstance(raw, str) and _BDF.match(raw.strip()):
+        bdf = bdf or raw.strip()
+    elif isinstance(raw, int) and not isinstance(raw, bool):
+        index = raw
+    elif isinstance(raw, str) and raw.strip().isdigit() and len(raw.strip()) < 10:
+        index = int(raw.strip())
+    elif raw is not None:
+        raise AmdSmiParseError("%s: GPU index %r is not a number" % (what, raw))
+    uuid = text(item.get("uuid"))
+    return {"bdf": _bdf_key(bdf), "uuid": uuid if isinstance(uuid, str) and uuid else None, "index": index}
+
+
+def _bdf_key(bdf: Any) -> Optional[str]:
+    """domain:bus:device.function in one spelling; the function is kept (partitions of one GPU differ only there)."""
+    match = _BDF.match(bdf.strip()) if isinstance(bdf, str) else None
+    if not match:
+        return None
+    domain, bus, device, function = match.groups()
+    return "%04x:%02x:%02x.%s" % (int(domain or "0", 16), int(bus, 16), int(device, 16), function)
+
+
+class _Slot:
+    """One GPU: what each amd-smi document says about it, matched by PCI address, then UUID, then index."""
+
+    def __init__(self, identity: dict[str, Any]) -> None:
+        self.identity = dict(identity)
+        self.parts: dict[str, dict[str, Any]] = {}
+
+
+def _match(slots: list[_Slot], identity: dict[str, Any], by_index: bool) -> Optional[_Slot]:
+    """The slot with the same PCI address or UUID; by index only a slot sharing no stable key with the object."""
+    unkeyed = []
+    for slot in slots:
+        common = [key for key in ("bdf", "uuid") if identity[key] and slot.identity[key]]
+        if common and all(identity[key] == slot.identity[key] for key in common):
+            return slot
+        if not common:
+            unkeyed.append(slot)
+    if by_index and identity["index"] is not None:
+        found = [slot for slot in unkeyed if slot.identity["index"] == identity["index"]]
+        return found[0] if len(found) == 1 else None
+    return None
+
+
+def _pair(static: list[dict[str, Any]], metric: list[dict[str, Any]],
+          listing: list[dict[str, Any]]) -> tuple[list[_Slot], list[str], bool]:
+    """The GPUs of the three documents, each GPU's objects matched by a stable key: its PCI address (static's
+    ``bus.bdf``, list's ``bdf``), else its UUID. The ``gpu`` index is used only where a document names nothing else
+    (``metric`` never does), and only while the calls agree on which index is which GPU: list naming another
+    address than static for an index, or metric listing other indexes than static, means the GPUs were enumerated
+    differently between the calls (a GPU lost or back), and the metric is then matched to no GPU (its readings are
+    unreadable, its error counts named in the problems). A GPU static or list alone names gets its own record.
+    Returns (slots, problems, whether a metric matched to no GPU reports ECC errors)."""
+    problems: list[str] = []
+    unmatched_errors = False
+    slots: list[_Slot] = []
+    for item in static:
+        slots.append(_Slot(_identity(item, "amd-smi static")))
+        slots[-1].parts["static"] = item
+    index_ok = True
+    for item in listing:
+        identity = _identity(item, "amd-smi list")
+        found = _match(slots, identity, by_index=True)
+        slot = found if found is not None else _Slot(identity)
+        if found is None:
+            slots.append(slot)
+        elif identity["index"] is not None and slot.identity["index"] not in (None, identity["index"]):
+            index_ok = False
+            problems.append("amd-smi list calls %s GPU %s where amd-smi static calls it GPU %s" % (
+                identity["bdf"], identity["index"], slot.identity["index"]))
+        for key in ("bdf", "uuid", "index"):
+            if slot.identity[key] is None:
+                slot.identity[key] = identity[key]
+        slot.parts["list"] = item
+    identities = [_identity(item, "amd-smi metric") for item in metric]
+    known = sorted(slot.identity["index"] for slot in slots if slot.identity["index"] is not None)
+    by_index = sorted(identity["index"] for identity in identities if not (identity["bdf"] or identity["uuid"]))
+    if slots and by_index and (set(by_index) != set(known) or len(set(by_index)) != len(by_index)):
+        index_ok = False
+        problems.append("amd-smi static/list list GPUs %s, amd-smi metric GPUs %s" % (
+            ", ".join(str(i) for i in known) or "none", ", ".join(str(i) for i in by_index)))
+    if not index_ok:
+        problems.append("the GPUs were enumerated differently between the amd-smi calls: amd-smi metric, which names "
+                        "GPUs by index only, is matched to none of them")
+    for item, identity in zip(metric, identities):
+        found = _match(slots, identity, by_index=index_ok)
+        if found is not None and "metric" not in found.parts:
+            found.parts["metric"] = item
+        elif not static and not listing:
+            # Neither static nor list names a GPU: the metric's GPUs are the records.
+            slots.append(_Slot(identity))
+            slots[-1].parts["metric"] = item
+        else:
+            ecc = item.get("ecc")
+            errors = [(kind, number(_first(ecc, "total_%s_count" % kind, kind))) for kind in ("uncorrectable", "deferred")]
+            named = ", ".join("%s %s" % (count, kind) for kind, count in errors if isinstance(count, (int, float)) and count)
+            unmatched_errors = unmatched_errors or bool(named)
+            problems.append("amd-smi metric GPU %s matched no GPU%s" % (
+                identity["bdf"] or identity["uuid"] or identity["index"], " and reports %s ECC errors" % named if named else ""))
+    return slots, problems, unmatched_errors
 
 
 def parse_amd_smi(static_text: str, metric_text: str, list_text: Optional[str] = None) -> dict[str, Any]:
     """``amd-smi static --json`` + ``metric --json`` (+ ``list --json``) -> a GPU inventory (vendor amd).
 
     {"vendor", "source", "driver_version", "driver_kind", "kernel_release", "tool_version", "gpus",
-     "unreadable", "problems"}; AmdSmiParseError when a document is not amd-smi JSON.
+     "unreadable", "problems"}; AmdSmiParseError when a document is not amd-smi JSON. GPUs are matched across the
+    documents by PCI address or UUID, by index only where a document has nothing else (_pair).
     """
-    static = _by_gpu(gpu_list(load_json(static_text, "amd-smi static"), "amd-smi static"), "amd-smi static")
-    metric = _by_gpu(gpu_list(load_json(metric_text, "amd-smi metric"), "amd-smi metric"), "amd-smi metric")
-    listing: dict[int, dict[str, Any]] = {}
+    static = gpu_list(load_json(static_text, "amd-smi static"), "amd-smi static")
+    metric = gpu_list(load_json(metric_text, "amd-smi metric"), "amd-smi metric")
+    listing: list[dict[str, Any]] = []
     problems = []
     if list_text is not None:
         try:
-            listing = _by_gpu(gpu_list(load_json(list_text, "amd-smi list"), "amd-smi list"), "amd-smi list")
+            listing = gpu_list(load_json(list_text, "amd-smi list"), "amd-smi list")
+            for item in listing:
+                _identity(item, "amd-smi list")
         except AmdSmiParseError as exc:
             problems.append(str(exc))
-    indexes = sorted(set(static) | set(metric) | set(listing))
-    gpus = [_gpu(index, static.get(index, {}), metric.get(index, {}), listing.get(index, {})) for index in indexes]
-    versions = [at(static.get(index), "driver", "version") for index in indexes]
+            listing = []
+    slots, pairing, unmatched_errors = _pair(static, metric, listing)
+    problems += pairing
+    slots.sort(key=lambda slot: (slot.identity["index"] is None, slot.identity["index"] or 0, slot.identity["bdf"] or ""))
+    gpus = []
+    for position, slot in enumerate(slots):
+        index = slot.identity["index"] if slot.identity["index"] is not None else position
+        missing = None
+        if "metric" not in slot.parts and metric:
+            missing = "not in amd-smi metric%s" % (
+                " (the GPUs were enumerated differently between the amd-smi calls)" if pairing else "")
+        gpus.append(_gpu(index, slot.parts.get("static", {}), slot.parts.get("metric", {}), slot.parts.get("list", {}),
+                         missing, unmatched_errors))
+    versions = [at(slot.parts.get("static"), "driver", "version") for slot in slots]
     driver_version, kind, kernel = driver_identity(next((v for v in versions if not absent(v)), None))
     return {"vendor": VENDOR, "source": "amd-smi", "driver_version": driver_version, "driver_kind": kind,
             "kernel_release": kernel, "gpus": gpus, "unreadable": {}, "problems": problems}
@@ -317,7 +441,8 @@ def driver_identity(raw: Any) -> tuple[Optional[str], Optional[str], Optional[st
     return None, None, None
 
 
-def _gpu(index: int, static: dict[str, Any], metric: dict[str, Any], listing: dict[str, Any]) -> dict[str, Any]:
+def _gpu(index: int, static: dict[str, Any], metric: dict[str, Any], listing: dict[str, Any],
+         missing_metric: Optional[str] = None, errors_elsewhere: bool = False) -> dict[str, Any]:
     record = empty_record(index)
     asic, bus, board = static.get("asic"), static.get("bus"), static.get("board")
     name = text(at(asic, "market_name"))
@@ -343,6 +468,12 @@ def _gpu(index: int, static: dict[str, Any], metric: dict[str, Any], listing: di
         "memory": text(at(partition, "memory_partition")),
         "id": number(listing.get("partition_id")) if "partition_id" in listing else number(at(partition, "partition_id")),
     }
+    if missing_metric:
+        # The metric document lists GPUs, but none is this one: its readings are unknown, not absent (its ECC
+        # counts too where ECC is on, or where a metric matched to no GPU reports errors).
+        ecc = record["ecc"]["current"] == "Enabled" or errors_elsewhere
+        fields = _METRIC_FIELDS + (("ecc.volatile",) if ecc else ())
+        record["unreadable"] = dict((field, missing_metric) for field in fields)
     return finish(record)
 
 
@@ -422,8 +553,10 @@ def _enabled(state: Any) -> Optional[bool]:
 
 
 def _ras(record: dict[str, Any], static: dict[str, Any], metric: dict[str, Any]) -> None:
-    """ECC counts since driver load (metric.ecc totals, metric.ecc_blocks per block), judged only where the
-    static RAS section says ECC is enabled on some block: on parts without it (Radeon) the counts mean nothing."""
+    """ECC counts since driver load (metric.ecc totals, metric.ecc_blocks per block), kept where the static RAS
+    section says ECC is enabled on some block: on parts without it (Radeon) the zero counts mean nothing. An
+    uncorrectable or deferred count above zero is kept whatever the RAS state reads ("N/A", DISABLED, no static):
+    a reported error is never dropped (ecc.current then says what the state read, for the check to name)."""
     ras = static.get("ras")
     states = at(ras, "ecc_block_state")
     if isinstance(states, list):
@@ -443,11 +576,21 @@ def _ras(record: dict[str, Any], static: dict[str, Any], metric: dict[str, Any])
                                         "uncorrectable": number(_first(counts, "uncorrectable_count", "uncorrectable")),
                                         "deferred": number(_first(counts, "deferred_count", "deferred"))}
     record["ras_blocks"] = per_block
-    if not any_enabled:
-        return
     ecc = metric.get("ecc")
     memory = per_block.get(_MEMORY_BLOCK) or {}
-    record["ecc"]["volatile"] = _counts(number(_first(ecc, "total_correctable_count", "correctable")),
-                                        number(_first(ecc, "total_uncorrectable_count", "uncorrectable")),
-                                        number(_first(ecc, "total_deferred_count", "deferred")),
-                                        memory.get("correctable"), memory.get("uncorrectable"))
+    counts = _counts(number(_first(ecc, "total_correctable_count", "correctable")),
+                     number(_first(ecc, "total_uncorrectable_count", "uncorrectable")),
+                     number(_first(ecc, "total_deferred_count", "deferred")),
+                     memory.get("correctable"), memory.get("uncorrectable"))
+    blocks_bad = [c for c in per_block.values() for kind in ("uncorrectable", "deferred")
+                  if isinstance(c[kind], (int, float)) and c[kind] > 0]
+    reported = [counts[kind] for kind in ("uncorrectable", "deferred", "dram_uncorrectable")
+                if isinstance(counts[kind], (int, float)) and counts[kind] > 0]
+    if any_enabled:
+        record["ecc"]["volatile"] = counts
+    elif reported or blocks_bad:
+        if counts["uncorrectable"] is None and blocks_bad:
+            counts["uncorrectable"] = sum(c["uncorrectable"] for c in per_block.values()
+                                          if isinstance(c["uncorrectable"], (int, float)))
+        record["ecc"]["volatile"] = counts
+        record["ecc"]["current"] = record["ecc"]["current"] or "Unknown"

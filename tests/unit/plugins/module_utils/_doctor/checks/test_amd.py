@@ -281,3 +281,25 @@ def test_a_log_whose_only_amdgpu_event_line_is_unreadable_warns_never_passes():
     record = judge("gpu.amdgpu_errors", amd_smi_data(), amdgpu_log=log_envelope(bad))
     assert record["status"] == "WARN" and "1 unreadable line skipped" in record["message"]
     assert record["remediation"] == registry.BAD_LINES_ADVICE
+
+
+# amd-smi: reported errors are never SKIP (issue 23).
+
+def test_an_uncorrectable_count_with_the_ras_state_na_fails_naming_the_contradiction():
+    # The RX 6600 pair reads ecc_block_state "N/A"; a planted uncorrectable (or deferred) count used to be dropped.
+    for planted, words in ((with_ecc(uncorrectable=3), "volatile total 3"), (with_ecc(deferred=1), "volatile deferred 1")):
+        record = judge("gpu.ecc_errors", amd(parse_amd_smi(json.dumps(rx6600_static()), planted)))
+        assert record["status"] == "FAIL" and words in record["message"], record["message"]
+        assert "although amd-smi static reads the RAS block state as N/A (state unknown)" in record["message"]
+    assert judge("gpu.ecc_errors", amd(parse_amd_smi(json.dumps(rx6600_static()), with_ecc())))["status"] == "SKIP"
+
+
+def test_a_metric_matched_to_no_gpu_makes_ecc_an_error_never_a_pass():
+    static = json.loads(MI210_STATIC)
+    static["gpu_data"].append(dict(static["gpu_data"][0], gpu=1))
+    metric = json.loads(with_ecc(uncorrectable=3))
+    clean = json.loads(with_ecc())
+    inventory = parse_amd_smi(json.dumps(static), metric_text([dict(clean[0], gpu=1), dict(metric[0], gpu=2)]))
+    record = judge("gpu.ecc_errors", amd(inventory))
+    assert record["status"] == "ERROR" and "ecc.volatile unreadable ('not in amd-smi metric" in record["message"]
+    assert "3 uncorrectable ECC errors" in " ".join(judge("driver.amd_smi", amd(inventory))["details"]["problems"])

@@ -50,11 +50,16 @@ def test_a_planted_uncorrectable_count_is_in_the_record():
     assert gpu["ras_blocks"]["XGMI_WAFL"]["enabled"] is False
 
 
-def test_ecc_counts_of_a_gpu_without_enabled_ecc_are_not_judged():
+def test_zero_ecc_counts_of_a_gpu_without_ras_state_are_not_judged_but_a_reported_error_is_kept():
     static = json.loads(MI210_STATIC)
     static["gpu_data"][0]["ras"] = "N/A"  # Radeon boards: no RAS section
-    gpu = parse_amd_smi(json.dumps(static), with_ecc(uncorrectable=4194240))["gpus"][0]
+    gpu = parse_amd_smi(json.dumps(static), with_ecc())["gpus"][0]
     assert gpu["ecc"]["volatile"]["uncorrectable"] is None and gpu["ecc"]["current"] is None
+    # Issue 23: an uncorrectable count above zero is never dropped, whatever the RAS state reads.
+    gpu = parse_amd_smi(json.dumps(static), with_ecc(uncorrectable=4194240))["gpus"][0]
+    assert gpu["ecc"]["volatile"]["uncorrectable"] == 4194240 and gpu["ecc"]["current"] == "Unknown"
+    gpu = parse_amd_smi(json.dumps(rx6600_static()), with_ecc(deferred=2))["gpus"][0]
+    assert gpu["ecc"]["volatile"]["deferred"] == 2 and gpu["ecc"]["current"] == "Unknown"
 
 
 @pytest.mark.parametrize("value, shown", [
@@ -77,6 +82,7 @@ def test_garbage_where_a_number_belongs_is_unreadable_not_absent(value, shown):
     ("[{\"gpu\": 0, ", "amd-smi metric"),
     ("{\"error\": 1}", "expected a list of GPU objects"),
     ("[{\"gpu\": \"zero\"}]", "is not a number"),
+    ("[{\"gpu\": true}]", "is not a number"),
 ])
 def test_bad_output_is_one_clear_error(text, words):
     with pytest.raises(AmdSmiParseError, match=words):
@@ -92,14 +98,68 @@ def test_list_gives_addresses_and_partitions_and_a_broken_list_is_a_problem_not_
     assert inventory["gpus"][0]["pci_bus_id"] is None and "amd-smi list" in inventory["problems"][0]
 
 
-def test_a_gpu_in_one_document_only_still_gets_a_record():
-    doc = rx6600_metric()
-    second = copy.deepcopy(doc[0])
-    second["gpu"] = 1
-    inventory = parse_amd_smi(MI210_STATIC, metric_text(doc + [second]))
+def two_rx6600():
+    """The RX 6600 static/metric pair as a two-GPU host: a copy of the GPU as GPU 1 at 0000:0c:00.0, edge 50 C."""
+    static, metric = rx6600_static(), rx6600_metric()
+    static.append(dict(copy.deepcopy(static[0]), gpu=1, bus=dict(static[0]["bus"], bdf="0000:0c:00.0")))
+    second = copy.deepcopy(metric[0])
+    second.update(gpu=1, temperature=dict(second["temperature"], edge={"value": 50, "unit": "C"}))
+    return static, metric + [second]
+
+
+def readings(inventory):
+    return [(g["index"], g["pci_bus_id"], g["temperature"]["edge_c"]) for g in inventory["gpus"]]
+
+
+def test_documents_listing_gpus_in_other_orders_are_matched_by_address_and_index():
+    static, metric = two_rx6600()
+    listing = [{"gpu": 1, "bdf": "0000:0c:00.0", "uuid": "u1"}, {"gpu": 0, "bdf": "0000:0b:00.0", "uuid": "u0"}]
+    inventory = parse_amd_smi(json.dumps(static[::-1]), metric_text(metric), json.dumps(listing))
+    assert readings(inventory) == [(0, "0000:0b:00.0", 36), (1, "0000:0c:00.0", 50)] and inventory["problems"] == []
+    assert [g["uuid"] for g in inventory["gpus"]] == ["u0", "u1"]
+
+
+def test_gpus_named_by_their_pci_address_are_matched_by_it():
+    # Issue 23: a document naming each GPU by its address ("gpu": "0000:0c:00.0") was an error for the whole probe.
+    static, metric = two_rx6600()
+    for item in static:
+        item["gpu"] = item["bus"]["bdf"]
+    inventory = parse_amd_smi(json.dumps(static), metric_text([dict(metric[1], gpu="0000:0C:00.0"),
+                                                                dict(metric[0], gpu="0000:0b:00.0")]))
+    assert [(g["pci_bus_id"], g["temperature"]["edge_c"]) for g in inventory["gpus"]] == [
+        ("0000:0b:00.0", 36), ("0000:0c:00.0", 50)]
+
+
+def test_a_list_enumerating_the_gpus_differently_names_each_by_its_address_and_matches_no_metric():
+    # Issue 23: list's index 0 is 0c here, static's 0b (a GPU lost or back between the calls). Matched by index,
+    # GPU 0 was named 0c with 0b's readings; metric, which names GPUs by index only, cannot be matched at all.
+    static, metric = two_rx6600()
+    listing = [{"gpu": 0, "bdf": "0000:0c:00.0", "uuid": "u1"}, {"gpu": 1, "bdf": "0000:0b:00.0", "uuid": "u0"}]
+    inventory = parse_amd_smi(json.dumps(static), metric_text(metric), json.dumps(listing))
+    assert [(g["index"], g["pci_bus_id"], g["uuid"]) for g in inventory["gpus"]] == [
+        (0, "0000:0b:00.0", "u0"), (1, "0000:0c:00.0", "u1")]
+    assert any("enumerated differently" in problem for problem in inventory["problems"])
+    assert all(g["unreadable"]["temperature.gpu_c"].startswith("not in amd-smi metric (the GPUs were enumerated")
+               for g in inventory["gpus"])
+
+
+def test_a_metric_listing_other_indexes_than_static_is_matched_to_none_and_its_errors_are_named():
+    # Issue 23: static lists GPUs 0 and 1, metric 1 and 2 (GPU 2 with uncorrectable errors): paired by index, GPU 1
+    # got another GPU's readings and GPU 2's errors went to a record whose ECC state nobody knew (not judged).
+    static = json.loads(MI210_STATIC)
+    static["gpu_data"].append(dict(copy.deepcopy(static["gpu_data"][0]), gpu=1))
+    metric = json.loads(with_ecc(uncorrectable=3))
+    metric = [dict(copy.deepcopy(metric[0]), gpu=1), dict(metric[0], gpu=2)]
+    metric[0]["ecc"]["total_uncorrectable_count"] = 0
+    inventory = parse_amd_smi(json.dumps(static), metric_text(metric))
     assert [g["index"] for g in inventory["gpus"]] == [0, 1]
-    # No static data for GPU 1: no limits, a generic name, never a crash.
-    assert inventory["gpus"][1]["temperature"]["slowdown_c"] is None and inventory["gpus"][1]["name"].startswith("AMD GPU")
+    assert "amd-smi metric GPU 2 matched no GPU and reports 3 uncorrectable ECC errors" in inventory["problems"]
+    assert all("ecc.volatile" in g["unreadable"] and g["temperature"]["edge_c"] is None for g in inventory["gpus"])
+
+
+def test_only_a_metric_still_gives_records():
+    inventory = parse_amd_smi("[]", metric_text())
+    assert readings(inventory) == [(0, None, 36)]
 
 
 @pytest.mark.parametrize("raw, expected", [
