@@ -37,13 +37,17 @@ def _label(gpu: Mapping[str, Any]) -> str:
 def rvs_results(probes: Probes, expect: Expect) -> Finding:
     """Reads `rvs -r <rvs_level>` (default 2: PCIe link, HBM, PCIe and xGMI bandwidth; 3 adds GEMM stress) or
     `rvs -c <rvs_conf>`, from its result lines: gst `met: TRUE|FALSE`, iet/smqt/pulse `pass:`, peqt `true|false`,
-    mem `Test N : PASS|FAIL`, gm violations, and the RVS Summary box's per-action PASS/FAIL. Level deep; SKIP where
-    rvs is not installed or has no level configuration for the GPU.
+    mem `Test N : PASS|FAIL`, gm violations, pbqt/pqt `p2p ... peers:true|false`, and the RVS Summary box's
+    per-action PASS/FAIL. Level deep; SKIP where rvs is not installed or has no level configuration for the GPU.
 
     FAIL when any result line or summary row fails (the GPUs named by gpu_id and PCI address where RVS prints
-    them). ERROR when rvs exits non-zero (a command-line or configuration error: RVS exits 0 on test failures),
-    prints no verdict at all (nothing judged is not healthy), or prints error lines (`[ERROR ]`, `RVS-ERROR`)
-    beside passing results. PASS otherwise.
+    them): two distinct GPUs that pbqt finds are not peers (`peers:false`, then `p2p-bandwidth No peers found`)
+    are a FAIL naming the pair, as the action asked to test the link between them. The verdicts are read before
+    the exit status: a FAIL stays a FAIL whatever rvs exited with; passing verdicts with a non-zero exit are an
+    ERROR naming it (RVS exits 0 on test failures: non-zero is a command-line, configuration or launch error).
+    ERROR too when rvs prints no verdict at all (nothing judged is not healthy) or prints error lines
+    (`[ERROR ]`, `RVS-ERROR [<MODULE>] ... internal error`) beside passing results. Error lines are named in the
+    message whatever the verdict. PASS otherwise.
     """
     data = probes["rvs"]["data"]
     known = dict((str(g.get("gpu_id")), g) for g in data.get("gpus") or [])
@@ -55,6 +59,15 @@ def rvs_results(probes: Probes, expect: Expect) -> Finding:
         if result.get("pass"):
             continue
         where = "%s (%s)" % (result["action"], result.get("module") or "?")
+        if result.get("peers"):
+            pair = [dict(_gpu(gid, known), pci_bus_id=_gpu(gid, known)["pci_bus_id"] or bdf)
+                    for gid, bdf in ((result["gpu_id"], result.get("bdf")), (result["peer_gpu_id"], result.get("peer_bdf")))]
+            for gpu in pair:
+                entry = failed.setdefault(str(gpu["gpu_id"]), dict(gpu, failed_actions=[], lines=[]))
+                entry["failed_actions"].append(where)
+                entry["lines"].append(result.get("line"))
+            phrases.append("%s and %s are not peers in %s" % (_label(pair[0]), _label(pair[1]), where))
+            continue
         if result.get("gpu_id") is not None:
             gpu = failed.setdefault(str(result["gpu_id"]), dict(_gpu(result["gpu_id"], known), failed_actions=[], lines=[]))
             gpu["failed_actions"].append(where)
@@ -66,20 +79,29 @@ def rvs_results(probes: Probes, expect: Expect) -> Finding:
     for row in summary:
         if not row.get("pass") and row["action"] not in lines_failed:
             phrases.append("action %s (%s) FAIL in the RVS summary" % (row["action"], row.get("module")))
+    errors = data.get("errors") or []
+    rc = data.get("exit_code")
     details = {"command": data.get("command"), "version": data.get("version"), "rocm_version": data.get("rocm_version"),
-               "gpus": list(failed.values()), "summary": summary, "errors": data.get("errors") or [],
-               "results": len(results)}
+               "gpus": list(failed.values()), "summary": summary, "errors": errors, "results": len(results),
+               "exit_code": rc}
+    # How the run ended, for every message: a non-zero exit and RVS's own error lines are never left out.
+    ended = "".join(("; rvs exited with rc %s" % rc if rc else "", "; first error: %s" % errors[0] if errors else ""))
     if phrases:
         shown = phrases[:4]
         more = " (and %d more)" % (len(phrases) - 4) if len(phrases) > 4 else ""
-        return finding(FAIL, "rvs: " + "; ".join(shown) + more, details=details, remediation=FAULT_ADVICE)
+        return finding(FAIL, "rvs: " + "; ".join(shown) + more + ended, details=details, remediation=FAULT_ADVICE)
     if not results and not summary:
         reason = "; first error: %s" % data["errors"][0] if data.get("errors") else ""
         return finding(ERROR, "rvs printed no result doctor can judge%s" % reason, details=details, remediation=ERROR_ADVICE)
-    if data.get("errors"):
+    if errors:
         # An action that hit an error may print no verdict for the GPU it failed on: the passes are not the whole run.
-        return finding(ERROR, "rvs printed %d error line(s) beside its passing results; first: %s"
-                       % (len(data["errors"]), data["errors"][0]), details=details, remediation=ERROR_ADVICE)
+        return finding(ERROR, "rvs printed %d error line(s) beside its passing results; first: %s%s"
+                       % (len(errors), errors[0], "; rvs exited with rc %s" % rc if rc else ""), details=details,
+                       remediation=ERROR_ADVICE)
+    if rc:
+        return finding(ERROR, "rvs exited with rc %s after passing results (RVS exits 0 when a test fails: a "
+                              "configuration or launch error cut the run short)" % rc, details=details,
+                       remediation=ERROR_ADVICE)
     actions = list(OrderedDict.fromkeys([r["action"] for r in results] + [r["action"] for r in summary]))
     gpus = sorted(set(str(r["gpu_id"]) for r in results if r.get("gpu_id") is not None) | set(known))
     return finding(PASS, "rvs: %d action%s passed%s" % (len(actions), "" if len(actions) == 1 else "s",

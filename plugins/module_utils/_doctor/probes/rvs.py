@@ -12,11 +12,18 @@ tests/fixtures/rvs/). Lines are ``[RESULT] [<uptime>] [<action>] ...`` (also ``[
 - iet, pulse: ``[<action>] [GPU:: <gpu_id>] pass: TRUE|FALSE``; smqt: ``[<action>] smqt <gpu_id> pass: true|false``
 - peqt: ``[<action>] peqt true|false``; mem: ``[<action>] mem Test <n> : PASS|FAIL`` (neither names a GPU)
 - gm: ``[<action>] gm <gpu_id> <metric> violations <n>`` (a violation is a failure)
+- pbqt/pqt peer checks: ``[<action>] p2p [GPU:: <node> - <gpu_id> - <BDF>] [GPU:: ...] peers:true|false distance:..``
+  (2018: ``[<action>] p2p <gpu_id> <gpu_id> true|false``): two distinct GPUs that are not peers cannot be tested
+  (RVS then logs ``[ERROR ] ... p2p-bandwidth No peers found``); a GPU paired with itself is no result
 - since 2025 an "RVS Summary" box: versions, each GPU as ``<name> - <gpu_id>`` over ``<index> - <node> - <BDF>``,
   and one ``| <action> | <MODULE> | PASS|FAIL |`` row per action (coloured with ANSI codes).
 
 GPUs are KFD gpu_ids; the summary box and the ``[GPU:: <node> - <gpu_id> - <BDF>]`` lines of pebb/pbqt name their
-PCI address. A probe reads, never judges: checks/rvs.py gives the verdict.
+PCI address. Error lines (``[ERROR ]``, ``RVS-ERROR [<MODULE>] [<action>] internal error`` on stderr) are kept for
+the message. The verdicts are read before the exit status: rvs exiting non-zero after printing verdicts is judged
+on them (exit_code says how it ended); only a non-zero exit with no verdict is a ProbeError. A line that cannot be
+read is skipped and counted in ``bad_lines`` (_host/lines.py). A probe reads, never judges: checks/rvs.py gives the
+verdict.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -29,6 +36,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import LINE_ERRORS, BadLines, parse_lines
 
 Options = Mapping[str, Any]
 
@@ -51,6 +59,11 @@ _PEQT = re.compile(r"^\[(?P<action>[^\]]+)\]\s*peqt\s+(?P<verdict>true|false)\s*
 _MEM = re.compile(r"^\[(?P<action>[^\]]+)\]\s*mem Test\s*(?P<test>\d+)\s*:\s*(?:(?P<passed>PASS)|FAIL)\b", re.I)
 _ERROR_WORD = re.compile(r"error", re.I)
 _GM = re.compile(r"^\[(?P<action>[^\]]+)\]\s*gm\s+(?P<gpu>\d+)\s+(?P<metric>\S+)\s+violations\s+(?P<count>\d+)", re.I)
+_GPU_CELL = r"\[GPU::\s*(?P<node%(n)s>\d+)\s*-\s*(?P<gpu%(n)s>\d+)\s*-\s*(?P<bdf%(n)s>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\]"
+_P2P = re.compile(r"^\[(?P<action>[^\]]+)\]\s*p2p\s+(?:%s\s*%s|(?P<old1>\d+)\s+(?P<old2>\d+))\s+(?:peers:\s*)?(?P<peers>true|false)\b"
+                  % (_GPU_CELL % {"n": 1}, _GPU_CELL % {"n": 2}), re.I)
+# RVS's error lines: "RVS-ERROR [PBQT] [action] internal error" (rvsliblogger.cpp), or a module's own "RVS-PBQT: ...".
+_RVS_ERROR = re.compile(r"\bRVS-[A-Z0-9]+\b")
 _GPU_TRIPLE = re.compile(r"\[GPU::\s*(?P<node>\d+)\s*-\s*(?P<gpu>\d+)\s*-\s*(?P<bdf>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\]")
 _NAME_CELL = re.compile(r"^(?P<name>.*\S)\s+-\s+(?P<gpu>\d+)$")
 _PLACE_CELL = re.compile(r"^(?P<index>\d+)\s+-\s+(?P<node>\d+)\s+-\s+(?P<bdf>[0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)$")
@@ -86,47 +99,63 @@ def probe_rvs(options: Options) -> dict[str, Any]:
     if NO_PLATFORM in text and not conf:
         raise ProbeAbsent("rvs -r %s: %s (rvs -r has level configurations for MI300X and newer only): set "
                           "hydra_expect.rvs_conf to a configuration file" % (level, NO_PLATFORM))
-    if rc != 0:
+    data = parse_rvs(text)
+    if rc != 0 and not data["results"] and not data["summary"]:
         raise ProbeError("%s exited with rc %d (a command-line, configuration or launch error; RVS exits 0 when a "
                          "test fails): %s" % (" ".join(argv), rc, _first_error(text) or "no output"))
-    return dict(parse_rvs(text), command=" ".join(argv[1:]), exit_code=rc)
+    # Verdicts printed before a non-zero exit are read all the same (the check names the exit status).
+    return dict(data, command=" ".join(argv[1:]), exit_code=rc)
+
+
+def _rvs_line(line: str) -> dict[str, Any]:
+    """What one cleaned RVS line says: {error, version, gpus: [(gpu_id, node, bdf)], action, module, result}."""
+    stripped = line.strip()
+    found: dict[str, Any] = {}
+    if _RVS_ERROR.search(stripped) or stripped.startswith("[ERROR"):
+        found["error"] = stripped[:300]
+    match = _OLD_VERSION.search(stripped)
+    if match:
+        found["version"] = match.group("version")
+    found["gpus"] = [(t.group("gpu"), int(t.group("node")), t.group("bdf").lower()) for t in _GPU_TRIPLE.finditer(stripped)]
+    prefix = _PREFIX.match(line)
+    if prefix:
+        body = prefix.group("body").strip()
+        named = _ACTION_NAME.match(body)
+        module_named = _MODULE_NAME.match(body)
+        if named:
+            found["action"] = named.group("action")
+        elif module_named:
+            found["module"] = module_named.group("module").lower()
+        else:
+            found["result"] = _verdict(body)
+    return found
 
 
 def parse_rvs(text: str) -> dict[str, Any]:
-    """RVS output -> {version, gpus, results, summary, errors}; each result one verdict line (pass True/False)."""
+    """RVS output -> {version, gpus, results, summary, errors, bad_lines}; each result one verdict line (pass True/False)."""
     gpus: dict[str, dict[str, Any]] = {}
     results: list[dict[str, Any]] = []
     errors: list[str] = []
     actions: dict[str, str] = {}
     version: Optional[str] = None
     action: Optional[str] = None
+    bad = BadLines()
     lines = [_ANSI.sub("", line).replace("\r", "") for line in text.splitlines()]
-    for line in lines:
-        stripped = line.strip()
-        if "RVS-ERROR" in stripped or stripped.startswith("[ERROR"):
-            if len(errors) < _MAX_ERRORS:
-                errors.append(stripped[:300])
-        match = _OLD_VERSION.search(stripped)
-        if match:
-            version = match.group("version")
-        for triple in _GPU_TRIPLE.finditer(stripped):
-            gpus.setdefault(triple.group("gpu"), {}).update(node=int(triple.group("node")), bdf=triple.group("bdf").lower())
-        prefix = _PREFIX.match(line)
-        if not prefix:
-            continue
-        body = prefix.group("body").strip()
-        named = _ACTION_NAME.match(body)
-        if named:
-            action = named.group("action")
-            continue
-        module_named = _MODULE_NAME.match(body)
-        if module_named and action:
-            actions[action] = module_named.group("module").lower()
-            continue
-        result = _verdict(body, actions)
-        if result is not None:
+    for _number, _line, found in parse_lines(None, _rvs_line, bad, lines=lines):
+        if "error" in found and len(errors) < _MAX_ERRORS:
+            errors.append(found["error"])
+        version = found.get("version") or version
+        for gpu_id, node, bdf in found["gpus"]:
+            gpus.setdefault(gpu_id, {}).update(node=node, bdf=bdf)
+        if "action" in found:
+            action = found["action"]
+        elif "module" in found and action:
+            actions[action] = found["module"]
+        elif found.get("result") is not None:
+            result = found["result"]
+            result["module"] = result["module"] or actions.get(result["action"])
             results.append(result)
-    summary, box_gpus, box_version = _summary_box(lines)
+    summary, box_gpus, box_version = _summary_box(lines, bad)
     for gpu_id, facts in box_gpus.items():
         gpus.setdefault(gpu_id, {}).update(facts)
     return {
@@ -136,37 +165,46 @@ def parse_rvs(text: str) -> dict[str, Any]:
         "results": results,
         "summary": summary,
         "errors": errors,
+        "bad_lines": bad.as_dict(),
     }
 
 
-def _verdict(body: str, actions: Mapping[str, str]) -> Optional[dict[str, Any]]:
+def _verdict(body: str) -> Optional[dict[str, Any]]:
+    match = _P2P.match(body)
+    if match:
+        first = match.group("gpu1") or match.group("old1")
+        second = match.group("gpu2") or match.group("old2")
+        if first == second:
+            return None  # a GPU paired with itself is never its own peer
+        return _result(match, "pbqt" if match.group("gpu1") else None, first, match.group("peers").lower() == "true",
+                       peer_gpu_id=second, bdf=(match.group("bdf1") or "").lower() or None,
+                       peer_bdf=(match.group("bdf2") or "").lower() or None, peers=True)
     match = _GST.match(body)
     if match:
-        return _result(match, actions, "gst", match.group("gpu"), match.group("verdict").upper() == "TRUE",
+        return _result(match, "gst", match.group("gpu"), match.group("verdict").upper() == "TRUE",
                        value=float(match.group("value")), target=float(match.group("target")))
     match = _GPU_PASS.match(body)
     if match:
-        return _result(match, actions, None, match.group("gpu"), match.group("verdict").upper() == "TRUE")
+        return _result(match, None, match.group("gpu"), match.group("verdict").upper() == "TRUE")
     match = _MODULE_GPU_PASS.match(body)
     if match:
-        return _result(match, actions, match.group("module").lower(), match.group("gpu"), match.group("verdict").upper() == "TRUE")
+        return _result(match, match.group("module").lower(), match.group("gpu"), match.group("verdict").upper() == "TRUE")
     match = _PEQT.match(body)
     if match:
-        return _result(match, actions, "peqt", None, match.group("verdict").lower() == "true")
+        return _result(match, "peqt", None, match.group("verdict").lower() == "true")
     match = _MEM.match(body)
     if match:
-        return _result(match, actions, "mem", None, match.group("passed") is not None, test=int(match.group("test")))
+        return _result(match, "mem", None, match.group("passed") is not None, test=int(match.group("test")))
     match = _GM.match(body)
     if match:
         count = int(match.group("count"))
-        return _result(match, actions, "gm", match.group("gpu"), count == 0, metric=match.group("metric"), violations=count)
+        return _result(match, "gm", match.group("gpu"), count == 0, metric=match.group("metric"), violations=count)
     return None
 
 
-def _result(match: Any, actions: Mapping[str, str], module: Optional[str], gpu: Optional[str], passed: bool,
-            **extra: Any) -> dict[str, Any]:
+def _result(match: Any, module: Optional[str], gpu: Optional[str], passed: bool, **extra: Any) -> dict[str, Any]:
     action = match.group("action").strip()
-    out = {"action": action, "module": module or actions.get(action), "gpu_id": gpu, "pass": passed,
+    out = {"action": action, "module": module, "gpu_id": gpu, "pass": passed,
            "line": match.group(0)[:300]}
     out.update(extra)
     return out
@@ -179,14 +217,15 @@ def _cells(line: str) -> Optional[list[str]]:
     return [cell.strip() for cell in stripped[1:-1].split("|")]
 
 
-def _summary_box(lines: list[str]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, str]]:
-    """The "RVS Summary" box: per-action results, the GPU map (name - gpu_id over index - node - BDF), versions."""
+def _summary_box(lines: list[str], bad: BadLines) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]], dict[str, str]]:
+    """The "RVS Summary" box: per-action results, the GPU map (name - gpu_id over index - node - BDF), versions.
+    A row that cannot be read is counted in ``bad``."""
     summary: list[dict[str, Any]] = []
     gpus: dict[str, dict[str, Any]] = {}
     facts: dict[str, str] = {}
     in_results = False
     names: Optional[list[Optional[tuple[str, str]]]] = None
-    for line in lines:
+    for number, line in enumerate(lines, 1):
         cells = _cells(line)
         if cells is None:
             names = None if not line.strip().startswith("+") else names
@@ -210,8 +249,11 @@ def _summary_box(lines: list[str]) -> tuple[list[dict[str, Any]], dict[str, dict
                 place = _PLACE_CELL.match(cell)
                 if place and position < len(names) and names[position]:
                     gpu_id, name = names[position]  # type: ignore[misc]
-                    gpus[gpu_id] = {"name": name, "index": int(place.group("index")), "node": int(place.group("node")),
-                                    "bdf": place.group("bdf").lower()}
+                    try:
+                        gpus[gpu_id] = {"name": name, "index": int(place.group("index")), "node": int(place.group("node")),
+                                        "bdf": place.group("bdf").lower()}
+                    except LINE_ERRORS as exc:
+                        bad.add(number, line, exc)
             names = None
             continue
         if len(cells) == 2 and cells[0] and cells[1]:

@@ -74,3 +74,41 @@ def test_error_lines_beside_passing_results_are_error_not_pass():
     result = judge("\n".join(lines))
     assert result["status"] == ERROR and "hipMalloc failed on GPU 42583" in result["message"]
     assert judge(log("iet"))["status"] == PASS
+
+
+# pbqt peers, exit status and RVS's error lines (issue 23).
+
+PAIR_TRUE = "[GPU:: 2 - 42583 - 0000:05:00.0] [GPU:: 3 - 27226 - 0000:15:00.0] peers:true distance:15 xGMI:15"
+PAIR_FALSE = "[GPU:: 2 - 42583 - 0000:05:00.0] [GPU:: 3 - 27226 - 0000:15:00.0] peers:false distance:-1 xGMI:-1"
+
+
+def test_two_gpus_that_are_not_peers_fail_naming_the_pair():
+    result = judge(log("pbqt").replace(PAIR_TRUE, PAIR_FALSE))
+    assert result["status"] == FAIL
+    assert result["message"].startswith("rvs: GPU 42583 (0000:05:00.0) and GPU 27226 (0000:15:00.0) are not peers in "
+                                        "xgmi_d2d_unidir_bandwidth (pbqt)")
+    assert [g["gpu_id"] for g in result["details"]["gpus"]] == ["42583", "27226"]
+
+
+def test_no_peers_found_is_a_fail_naming_the_pairs_not_an_error_without_result():
+    # Every pair false: RVS runs no bandwidth test and logs "p2p-bandwidth No peers found" (pbqt.so/src/action.cpp).
+    lines = [line.replace("peers:true distance:15 xGMI:15", "peers:false distance:-1 xGMI:-1")
+             for line in log("pbqt").splitlines()[:9]]
+    lines.append("[ERROR ] [302380.357402] [xgmi_d2d_unidir_bandwidth] p2p-bandwidth No peers found")
+    result = judge("\n".join(lines))
+    assert result["status"] == FAIL and "GPU 42583 (0000:05:00.0) and GPU 27226 (0000:15:00.0) are not peers" in result["message"]
+    assert "(and 3 more)" in result["message"] and "first error: [ERROR ] [302380.357402] [xgmi_d2d_unidir_bandwidth] " \
+        "p2p-bandwidth No peers found" in result["message"]
+    # The 2018 form, a distinct pair planted false in the issue-254 recording.
+    old = read_fixture("rvs", "rvs-issue-254", "pqt-p2p.log").replace("p2p 58162 51205 true", "p2p 58162 51205 false")
+    assert judge(old)["message"] == "rvs: GPU 58162 and GPU 51205 are not peers in action_1 (?)"
+
+
+def test_a_non_zero_exit_after_verdicts_is_judged_and_internal_errors_reach_the_message():
+    data = dict(rvs.parse_rvs(log("smqt") + "\nRVS-ERROR [SMQT] [action_1] internal error\n"), exit_code=1)
+    result = registry.evaluate(CHECK, {"rvs": {"status": READ_OK, "data": data, "reason": None}}, {})
+    assert result["status"] == FAIL and result["message"].endswith(
+        "; rvs exited with rc 1; first error: RVS-ERROR [SMQT] [action_1] internal error")
+    passing = dict(rvs.parse_rvs(log("iet")), exit_code=255)
+    result = registry.evaluate(CHECK, {"rvs": {"status": READ_OK, "data": passing, "reason": None}}, {})
+    assert result["status"] == ERROR and result["message"].startswith("rvs exited with rc 255 after passing results")

@@ -49,9 +49,20 @@ def test_gst_iet_peqt_mem_gm_verdict_lines():
 
 
 def test_measurement_only_modules_have_no_verdict_line_but_their_summary_row():
-    for module in ("babel", "pbqt", "pebb"):
+    for module in ("babel", "pebb"):
         data = rvs.parse_rvs(log(module))
         assert data["results"] == [] and data["summary"][0]["pass"] is True
+
+
+def test_pbqt_peer_lines_are_results_naming_both_gpus():
+    data = rvs.parse_rvs(log("pbqt"))
+    assert [(r["gpu_id"], r["peer_gpu_id"], r["pass"]) for r in data["results"]][:2] == [
+        ("42583", "27226", True), ("42583", "36479", True)]
+    assert len(data["results"]) == 7 and data["results"][0]["peer_bdf"] == "0000:15:00.0"
+    # The 2018 form (issue 254): "p2p <gpu_id> <gpu_id> true|false"; a GPU paired with itself is no result.
+    old = rvs.parse_rvs(read_fixture("rvs", "rvs-issue-254", "pqt-p2p.log"))
+    assert len(old["results"]) == 18 and all(r["pass"] for r in old["results"])
+    assert ("58162", "51205") in [(r["gpu_id"], r["peer_gpu_id"]) for r in old["results"]]
 
 
 def test_recorded_smqt_bar_mismatch_is_three_failing_gpus():
@@ -71,6 +82,14 @@ def test_planted_failures_and_coloured_summary_rows_are_read():
     assert data["summary"] == [{"action": "gst-Tflops-2K2K2K-trig-fp4", "module": "gst", "pass": False}]
 
 
+def test_a_line_that_cannot_be_read_is_counted_and_the_rest_judged():
+    # Issue 23: "GFLOPS 1.2.3" (float) or a 5,000-digit violation count crashed the whole probe.
+    text = log("gst").replace("GFLOPS 1068301 Target", "GFLOPS 1.2.3 Target", 1)
+    data = rvs.parse_rvs(text + "\n" + log("gm").replace("violations 0", "violations " + "9" * 5000, 1))
+    assert data["bad_lines"]["count"] == 2 and len(data["results"]) == (4 - 1) + (5 - 1)
+    assert data["bad_lines"]["sample"][0]["error"].startswith("could not convert string to float")
+
+
 def _fake_rvs(tmp_path, body):
     path = tmp_path / "rvs"
     path.write_text("#!/bin/sh\n" + body)
@@ -87,6 +106,17 @@ def test_probe_runs_rvs_level_or_conf_and_reads_a_failure_despite_exit_0(tmp_pat
     assert data["exit_code"] == 0 and not any(r["pass"] for r in data["results"])
     rvs.probe_rvs(doctor.probe_options({"rvs_conf": "/opt/rocm/share/rocm-validation-suite/conf/gst_single.conf"}, level="deep"))
     assert (tmp_path / "args").read_text().split() == ["-c", "/opt/rocm/share/rocm-validation-suite/conf/gst_single.conf"]
+
+
+def test_verdicts_printed_before_a_non_zero_exit_are_read(tmp_path, monkeypatch):
+    # Issue 23: rvs exiting 1 after printing its verdicts was a probe error ("no result"): read them first.
+    recording = tmp_path / "out.log"
+    recording.write_text(log("smqt"))
+    monkeypatch.setenv("PATH", _fake_rvs(tmp_path, "cat '%s'\necho 'RVS-ERROR [SMQT] [action_1] internal error' >&2\n"
+                                                   "exit 1\n" % recording))
+    data = rvs.probe_rvs(doctor.probe_options({}, level="deep"))
+    assert data["exit_code"] == 1 and [r["pass"] for r in data["results"]] == [False] * 3
+    assert data["errors"] == ["RVS-ERROR [SMQT] [action_1] internal error"]
 
 
 def test_probe_absent_unsupported_platform_and_launch_errors(tmp_path, monkeypatch):
