@@ -240,3 +240,44 @@ def test_against_real_slurmctld_and_slurmd(installed, bins, tmp_path_factory):
         # Healthy again: hydra's drain stays (resuming is slurm_gate's job, behind its brake).
         healthy = run_program(installed, bins["pass"], node="node1", env=env)
         assert healthy.returncode == 0 and node_states(conf)["node1"] == states["node1"]
+
+
+_FULL_DISK_SCRIPT = r'''
+mount -t tmpfs -o size=4m,nr_inodes=64 none "$STATE" || exit 90
+PATH="$PASS_BIN:/usr/bin:/bin" "$PROGRAM" --config "$CONFIG" > "$OUT/healthy.txt" 2>&1; echo $? > "$OUT/healthy.rc"
+i=0
+while touch "$STATE/fill$i" 2>/dev/null; do i=$((i+1)); done
+PATH="$ECC_BIN:/usr/bin:/bin" "$PROGRAM" --config "$CONFIG" > "$OUT/failing.txt" 2>&1; echo $? > "$OUT/failing.rc"
+"$PYTHON" -c '
+import json, os, sys
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run
+[judged] = run.run(only=["slurm.healthcheck"], state_dir=os.environ["STATE"], persist=False)["checks"]
+print(json.dumps(judged))
+' > "$OUT/judged.json" 2>&1
+'''
+
+
+def test_a_record_that_cannot_be_written_never_leaves_a_stale_healthy_one(installed, bins, tmp_path):
+    # Issue 23: the node is judged FAIL and drained, but last.json cannot be written (the state dir's filesystem is
+    # full: a tmpfs out of inodes, in a private mount namespace) - the healthy record of the run before stayed, and
+    # check slurm.healthcheck said PASS for a node just drained.
+    state_dir, out = tmp_path / "state", tmp_path / "out"
+    state_dir.mkdir()
+    out.mkdir()
+    config = tmp_path / "healthcheck.json"
+    config.write_text(json.dumps({"only": ONLY, "state_dir": str(state_dir)}))
+    ecc_bin, scontrol_state = node_bin(tmp_path, bins, "ecc", {"node1": ("IDLE", None)})
+    env = {"PATH": "/usr/bin:/bin", "SLURMD_NODENAME": "node1", "STATE": str(state_dir), "OUT": str(out),
+           "CONFIG": str(config), "PASS_BIN": bins["pass"], "ECC_BIN": ecc_bin, "PYTHON": sys.executable,
+           "PROGRAM": os.path.join(installed["root"], "sbin", "hydra-healthcheck"), "PYTHONPATH": os.path.join(REPO, "collections")}
+    proc = subprocess.run(["unshare", "--mount", "sh", "-c", _FULL_DISK_SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (out / "healthy.rc").read_text().strip() == "0", (out / "healthy.txt").read_text()
+    assert (out / "failing.rc").read_text().strip() == "1", (out / "failing.txt").read_text()
+    assert read_state(scontrol_state)["nodes"]["node1"]["state"] == "IDLE+DRAIN"
+    judged = json.loads((out / "judged.json").read_text())
+    assert judged["status"] != "PASS", judged
+    # Removing the stale record made room: this run's FAIL record was written after all, and says so.
+    assert judged["status"] == "FAIL" and "gpu.ecc_errors" in judged["message"], judged
+    assert "removed the previous record" in (out / "failing.txt").read_text()

@@ -306,8 +306,36 @@ def main(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> in
             "%s: %s" % (first.get("id"), sanitize(first.get("message"))) if first else "no check judged the node"))
     if not args["dry_run"]:
         path = state.healthcheck_last(config["state_dir"])
-        try:
-            _atomic.write_atomic(path, json.dumps(record(result, decision, mode, node_name, drained, at), indent=1, sort_keys=True))
-        except OSError as exc:
-            sys.stderr.write("hydra-healthcheck: cannot write %s: %s\n" % (path, exc))
+        problem = write_last(path, json.dumps(record(result, decision, mode, node_name, drained, at), indent=1, sort_keys=True))
+        if problem:
+            sys.stderr.write("hydra-healthcheck: %s\n" % problem)
     return int(decision["exit_code"])
+
+
+def write_last(path: str, text: str) -> Optional[str]:
+    """Write last.json atomically. When that fails the previous record must not stay: it may say healthy about a node
+    this run judged FAIL and drained. It is removed and the write tried once more (a full disk has room again); where
+    it cannot be removed it is emptied in place (check slurm.healthcheck reads no record there, an ERROR, never a
+    PASS). Returns None when written at once, else one line saying what happened."""
+    try:
+        _atomic.write_atomic(path, text)
+        return None
+    except OSError as exc:
+        failed = "cannot write %s: %s" % (path, exc.strerror or exc)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return "%s (there was no previous record)" % failed
+    except OSError:
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC))
+        except OSError as exc:
+            return "%s; the previous record could not be removed or emptied either (%s): check slurm.healthcheck may " \
+                   "read a stale verdict there" % (failed, exc.strerror or exc)
+        return "%s; emptied the previous record in place (check slurm.healthcheck is ERROR until one is written)" % failed
+    try:
+        _atomic.write_atomic(path, text)
+    except OSError as exc:
+        return "%s; removed the previous record (check slurm.healthcheck SKIPs until one is written): %s" % (
+            failed, exc.strerror or exc)
+    return "%s; removed the previous record, then wrote this run's" % failed

@@ -5,18 +5,24 @@ for the failing node), node states from real `scontrol show node -o` recordings 
 """
 
 import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
 
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import healthcheck as hc
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import healthcheck as last_probe
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._host.slurm import MAX_REASON_CHARS, drain_args, parse_show_node
 from ansible_collections.continuum.hydra.tests.support.fake_scontrol import read_state, write_fake_scontrol
 from ansible_collections.continuum.hydra.tests.support.fleet import UNCORRECTABLE_ECC, fixture, plant, write_host_bin
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO, read_fixture
 
 ONLY = ["gpu.ecc_errors", "driver.nvidia_smi"]
 CONFIG = hc.normalize_config({"only": ONLY})
@@ -224,3 +230,33 @@ def test_an_xid_79_beside_one_malformed_nvrm_line_drains_the_node(tmp_path, monk
         [xid_check] = json.load(handle)["checks"]
     assert xid_check["status"] == "FAIL" and xid_check["details"]["bad_lines"]["kernel_log"]["count"] == 1
     assert "exit 1" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the file to another user")
+def test_a_record_that_can_be_neither_replaced_nor_removed_is_emptied_in_place():
+    # Issue 23: the program runs as a user who owns last.json but may not write its directory (a state dir of the
+    # wrong owner). The stale record must not keep saying healthy: it is emptied, which check slurm.healthcheck
+    # reads as no record (ERROR), never as a verdict. A real unprivileged process, a real directory.
+    root = tempfile.mkdtemp(prefix="hydra-hc-", dir="/tmp")
+    try:
+        os.chmod(root, 0o755)
+        directory = os.path.join(root, "healthcheck")
+        os.mkdir(directory, 0o755)
+        last = os.path.join(directory, "last.json")
+        with open(last, "w") as handle:
+            json.dump(hc.record(HEALTHY, hc.decide(HEALTHY, CONFIG, hc.HEALTHCHECK, "node1", None), hc.HEALTHCHECK, "node1",
+                                False, "2026-11-22T08:00:00+00:00"), handle)
+        nobody = pwd.getpwnam("nobody")
+        os.chown(last, nobody.pw_uid, nobody.pw_gid)
+        code = "import sys; from %s import write_last; print(write_last(sys.argv[1], '{}'))" % hc.__name__
+        # The system Python: the test's own may live where nobody cannot read (a pyenv under /root).
+        proc = subprocess.run([shutil.which("python3", path="/usr/bin:/bin"), "-c", code, last], capture_output=True, text=True,
+                              env={"PATH": "/usr/bin:/bin", "PYTHONPATH": os.path.join(REPO, "collections")}, timeout=60,
+                              check=False, user=nobody.pw_uid, group=nobody.pw_gid, extra_groups=[])
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith("cannot write %s: Permission denied; emptied the previous record in place" % last), proc.stdout
+        assert os.path.getsize(last) == 0
+        with pytest.raises(ProbeError, match="not a hydra-healthcheck result|not JSON"):
+            last_probe.parse_last("", last, 0.0)
+    finally:
+        shutil.rmtree(root)
