@@ -18,7 +18,7 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils import _callback_settings
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, state_files
 
 ARGUMENT_SPEC = {
     "hosts": {"type": "list", "elements": "str", "required": True},
@@ -53,20 +53,25 @@ class ActionModule(ActionBase):
         path = findings.store_path(directory)
         if not os.path.exists(path):
             return dict(result, failed=True, msg="no findings store at %s (run playbooks/doctor.yml first)" % path)
-        problems: list[str] = []
-        state = findings.read_store(path, problems)
-        if problems:
-            return dict(result, failed=True, msg=problems[0])
+        try:
+            lock_wait = float(_callback_settings.callback_option("state_lock_timeout", task_vars))
+        except (AnsibleError, TypeError, ValueError):
+            lock_wait = state_files.DEFAULT_LOCK_WAIT_S
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         try:
-            new_state, closed = findings.acknowledge(state, args["hosts"], args["checks"], args["by"] or _user(), now, args["note"])
+            # Under the store's lock: a doctor run ending now must not write over this acknowledgement, nor it over the run.
+            with state_files.locked(path, lock_wait):
+                problems: list[str] = []
+                state = findings.read_store(path, problems)
+                if problems:
+                    return dict(result, failed=True, msg=problems[0])
+                new_state, closed = findings.acknowledge(state, args["hosts"], args["checks"], args["by"] or _user(), now, args["note"])
+                if closed and not self._task.check_mode:
+                    findings.write_store(path, new_state)
         except findings.AckError as exc:
             return dict(result, failed=True, msg=str(exc))
-        if closed and not self._task.check_mode:
-            try:
-                findings.write_store(path, new_state)
-            except OSError as exc:
-                return dict(result, failed=True, msg="cannot write %s: %s" % (path, exc))
+        except OSError as exc:  # locked by another run past the wait, a read past its deadline, a failed write
+            return dict(result, failed=True, msg="%s not changed: %s" % (path, " ".join(str(exc).split())))
         lines = [findings.describe(f) for f in closed]
         verb = "would close" if self._task.check_mode else "closed"
         result.update(

@@ -78,6 +78,18 @@ options:
     ini:
       - section: callback_fleet_report
         key: history_keep
+  state_lock_timeout:
+    description:
+      - Seconds this run waits for another run (or C(playbooks/acknowledge.yml)) to finish with the findings store or
+        the history, which share O(history_dir). Past it, that file is not updated and the report says so in one line
+        (C(findings_store) in the JSON report, a problem line in the others); never a hang.
+    type: float
+    default: 60
+    env:
+      - name: HYDRA_STATE_LOCK_TIMEOUT
+    ini:
+      - section: callback_fleet_report
+        key: state_lock_timeout
   straggler_history_runs:
     description:
       - How many runs (this one included) the history straggler rule combines - a host below its class in every one
@@ -165,6 +177,7 @@ options:
         key: placement_threshold
 """
 
+import contextlib
 import datetime
 import json
 import os
@@ -181,7 +194,7 @@ from ansible.plugins.callback import CallbackBase
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
 from ansible_collections.continuum.hydra.plugins.plugin_utils._callback_settings import awx_storage_warning
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, history, parts
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, history, parts, state_files
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import validate as validate_batch
@@ -310,11 +323,17 @@ class CallbackModule(CallbackBase):
         except PlacementSettingError as exc:
             problems.append("%s; using %g" % (exc, DEFAULT_PLACEMENT_THRESHOLD))
             placement_threshold = DEFAULT_PLACEMENT_THRESHOLD
+        lock_wait = self.get_option("state_lock_timeout")
+        if lock_wait is None or not 0 <= lock_wait < float("inf"):
+            problems.append("state_lock_timeout: %r is not a number of seconds (0 or more); using %g"
+                            % (lock_wait, state_files.DEFAULT_LOCK_WAIT_S))
+            lock_wait = state_files.DEFAULT_LOCK_WAIT_S
         report_dir = self.get_option("report_dir")
         return {
             "report_dir": report_dir,
             "formats": [f for f in chosen if f not in unknown],
             "history_keep": keep,
+            "state_lock_timeout": lock_wait,
             "straggler_history_runs": straggler_runs,
             "history_dir": self.get_option("history_dir") or os.path.join(report_dir, "history"),
             "class_groups": [str(g) for g in self.get_option("class_groups") or []],
@@ -470,9 +489,10 @@ class CallbackModule(CallbackBase):
             report = self._collector.build(now.isoformat(timespec="seconds"), self._playbook)
             if self._merge is not None:
                 report["merge"] = self._merge
-            options = self._analyse(report, settings)
-            if options is not None:
-                self._write_history(now, settings, options)
+            with self._history_locked(settings) as history_usable:
+                options = self._analyse(report, settings, history_usable)
+                if options is not None:
+                    self._write_history(now, settings, options)
             self._update_findings(report, now, settings)
             self._write_evidence(report, settings)
             paths = self._write(report, now, settings)
@@ -482,8 +502,26 @@ class CallbackModule(CallbackBase):
         for text, colour in lines:
             self._display.display(text, color=colour)
 
-    def _analyse(self, report: dict[str, Any], settings: Mapping[str, Any]) -> Optional[AnalysisOptions]:
-        keep = settings["history_keep"]
+    @contextlib.contextmanager
+    def _history_locked(self, settings: Mapping[str, Any]) -> Iterator[bool]:
+        """The history's lock around its read and write (whether history is usable in the block): another run's
+        snapshot pruning must not pull a file from under this run's read, nor this run's write race its pruning."""
+        if settings["history_keep"] <= 0:
+            yield False
+            return
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(state_files.locked(history.lock_target(settings["history_dir"]), settings["state_lock_timeout"]))
+            except OSError as exc:
+                problem = "history: not read or written this run: %s" % _one_line(exc)
+                self._problems.append(problem)
+                self._display.warning("%s: %s" % (NAME, problem))
+                yield False
+                return
+            yield True
+
+    def _analyse(self, report: dict[str, Any], settings: Mapping[str, Any], history_usable: bool = True) -> Optional[AnalysisOptions]:
+        keep = settings["history_keep"] if history_usable else 0
         options = AnalysisOptions(class_groups=settings["class_groups"], host_groups=self._collector.groups,
                                   expected=settings["expected"], batch=settings["batch"], problems=self._problems,
                                   straggler_history_runs=settings["straggler_history_runs"],
@@ -537,18 +575,16 @@ class CallbackModule(CallbackBase):
     def _update_findings(self, report: dict[str, Any], now: datetime.datetime, settings: Mapping[str, Any]) -> None:
         """Fold this run into the findings store beside the history, and give the report its ``findings``."""
         path = findings.store_path(settings["history_dir"])
-        problems: list[str] = []
         try:
-            state = findings.update(findings.read_store(path, problems, now), report)
+            state, store = findings.update_store(path, report, now, settings["state_lock_timeout"])
             report["findings"] = findings.listing(state)
-            findings.write_store(path, state)
-        except OSError as exc:
-            problems.append("findings: cannot write %s: %s" % (path, exc))
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug in the findings must not cost the report of what doctor found.
             report.setdefault("findings", [])
-            problems.append("findings: not updated: %s: %s" % (type(exc).__name__, _one_line(exc)))
-        for problem in problems:
+            store = {"path": path, "updated": False, "set_aside": None,
+                     "problems": ["findings: not updated: %s: %s" % (type(exc).__name__, _one_line(exc))]}
+        report["findings_store"] = store  # the report itself says when the store was set aside or not updated
+        for problem in store["problems"]:
             self._problems.append(problem)
             self._display.warning("%s: %s" % (NAME, problem))
 

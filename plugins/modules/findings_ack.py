@@ -15,6 +15,11 @@ description:
     names. Usually run by C(playbooks/acknowledge.yml); see C(docs/fleet_report.md).
   - A host, or a check, with no finding at all in the store fails the task, naming it; findings already closed are
     left as they are (acknowledging twice changes nothing).
+  - Reads, changes and writes the store under its lock (C(findings.json.lock)), so a doctor run ending meanwhile loses
+    neither its update nor this acknowledgement. It waits for another holder at most the callback's
+    O(continuum.hydra.fleet_report#callback:state_lock_timeout) seconds (E(HYDRA_STATE_LOCK_TIMEOUT), default 60), then
+    fails with one line and changes nothing. A store that cannot be used (not JSON, a field of the wrong type) is set
+    aside as the callback does and the task fails naming why.
 author:
   - continuum.hydra developers (@continuum-hydra)
 extends_documentation_fragment:

@@ -135,3 +135,38 @@ def test_acknowledge_closes_it_in_the_store_and_in_the_next_report(runs):
     assert ecc["open"] is False and ecc["acknowledged"]["note"] == "reset, looks fine"
     assert report["findings"][-1] is not None and all(f["open"] is False for f in report["findings"] if f["status"] == "FAIL")
     schema_validator().validate(report)
+
+
+def test_a_store_with_a_field_of_the_wrong_type_is_set_aside_and_the_report_says_so(tmp_path):
+    # Issue 23: times_seen "abc" made every later run "findings: not updated" with no findings at all, and only
+    # the terminal said so.
+    root = str(tmp_path)
+    report_dir = os.path.join(root, "reports")
+    os.makedirs(report_dir)
+    a100 = fixture("a100-sxm4-v12.xml")
+    inventory = {"all": {"hosts": {"node-ecc": host_vars(write_host_bin(root, "node-ecc", plant(a100, PERSISTENCE_ON, UNCORRECTABLE_ECC)))}}}
+    _doctor(inventory, report_dir)
+    store_path = os.path.join(report_dir, "history", "findings.json")
+    stored = _store(report_dir)
+    _ecc(stored["findings"])["times_seen"] = "abc"
+    with open(store_path, "w") as handle:
+        json.dump(stored, handle)
+    proc, report = _doctor(inventory, report_dir)
+    ecc = _ecc(report["findings"])  # this run's finding, from an empty store
+    assert ecc["open"] is True and ecc["times_seen"] == 1
+    store = report["findings_store"]
+    assert store["updated"] is True and store["set_aside"].startswith(store_path + ".bad-"), store
+    [line] = store["problems"]
+    assert "times_seen: 'abc' is not a count" in line and "kept as %s" % store["set_aside"] in line
+    with open(store["set_aside"]) as handle:
+        assert json.load(handle) == stored  # kept, never lost
+    assert _ecc(_store(report_dir)["findings"])["times_seen"] == 1
+    assert "PROBLEM " + line in proc.stdout
+    with open(os.path.join(report_dir, "fleet-report.md")) as handle:
+        assert "> **Problem:** findings: " in handle.read()
+    with open(os.path.join(report_dir, "fleet-report.html")) as handle:
+        assert 'class="problem findings-store">findings: %s is unusable' % store_path in handle.read()
+    schema_validator().validate(report)
+    # The next run reads the new store: no problem left.
+    _proc, again = _doctor(inventory, report_dir)
+    assert again["findings_store"]["problems"] == [] and _ecc(again["findings"])["times_seen"] == 2

@@ -32,11 +32,12 @@ breaking changes at any time. Do not use it from other collections or roles.
 import datetime
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PROBLEMS, severity, worst
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import state_files
 
 STORE_NAME = "findings.json"
 STORE_KIND = "continuum.hydra.findings"
@@ -214,31 +215,150 @@ def store_path(directory: str) -> str:
     return os.path.join(directory, STORE_NAME)
 
 
-def read_store(path: str, problems: list[str], now: Optional[datetime.datetime] = None) -> dict[str, Any]:
-    """The stored state; empty when there is none. An unreadable store is one line in ``problems``, is renamed
-    aside (``<name>.bad-<time>``, never lost) and the state starts empty."""
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, str) and _parse_time(value) is not None
+
+
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _is_ack(value: Any) -> bool:
+    return value is None or (isinstance(value, dict) and isinstance(value.get("by"), str) and _is_time(value.get("at"))
+                             and isinstance(value.get("note"), str))
+
+
+def _is_reboots(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(r, dict) and isinstance(r.get("boot_id"), str) and isinstance(r.get("seen"), str) for r in value)
+
+
+def _is_escalation(value: Any) -> bool:
+    return value is None or (isinstance(value, dict) and value.get("level") in LADDER and not isinstance(value.get("level"), bool)
+                             and isinstance(value.get("action"), str) and isinstance(value.get("why"), str))
+
+
+# Every field of a stored finding: (accepted?, what is accepted). update(), listing() and acknowledge() read them all.
+FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "host": (_is_text, "a non-empty string"),
+    "check_id": (_is_text, "a non-empty string"),
+    "gpu_uuid": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "gpu_index": (lambda v: v is None or _is_count(v), "a GPU index (a whole number >= 0) or null"),
+    "status": (lambda v: v in PROBLEMS, "one of %s" % ", ".join(PROBLEMS)),
+    "message": (lambda v: isinstance(v, str), "a string"),
+    "first_seen": (_is_time, "an ISO 8601 time"),
+    "last_seen": (_is_time, "an ISO 8601 time"),
+    "times_seen": (_is_count, "a count (a whole number >= 0)"),
+    "open": (lambda v: isinstance(v, bool), "true or false"),
+    "acknowledged": (_is_ack, "null or {by, at, note} (strings, at an ISO 8601 time)"),
+    "boot_id": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    "reboots": (_is_reboots, "a list of {boot_id, seen} (strings)"),
+    "escalation": (_is_escalation, "null or {level, action, why} (level 1 to %d)" % max(LADDER)),
+}
+OPTIONAL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "gpu_vendor": (lambda v: v is None or isinstance(v, str), "a string or null"),
+}
+
+
+def store_problem(state: Any) -> Optional[str]:
+    """Why a parsed store cannot be used (None when it can): every field of every finding is checked, so one bad
+    value is found here, once, instead of breaking every later run."""
+    if not isinstance(state, dict) or state.get("kind") != STORE_KIND or not isinstance(state.get("findings"), list):
+        return "not a %s store" % STORE_KIND
+    for number, item in enumerate(state["findings"], 1):
+        if not isinstance(item, dict):
+            return "finding %d: %r is not an object" % (number, _short(item))
+        for name, (accepted, what) in list(FIELDS.items()) + list(OPTIONAL_FIELDS.items()):
+            if name not in item:
+                if name in FIELDS:
+                    return "finding %d: no %s" % (number, name)
+                continue
+            if not accepted(item[name]):
+                where = "finding %d (%s %s)" % (number, _short(item.get("host")), _short(item.get("check_id")))
+                return "%s: %s: %r is not %s" % (where, name, _short(item[name]), what)
+    return None
+
+
+def _short(value: Any) -> Any:
+    text = repr(value)
+    return value if len(text) <= 80 else text[:77] + "..."
+
+
+def load_store(path: str, now: Optional[datetime.datetime] = None, set_aside: bool = True,
+               timeout: float = state_files.READ_TIMEOUT_S) -> tuple[dict[str, Any], Optional[str], Optional[str]]:
+    """(state, problem, aside): the stored state, empty when there is none. A store that cannot be used (not JSON,
+    a field of the wrong type, a FIFO) is renamed aside to ``<name>.bad-<time>`` (never lost; ``aside`` is its new
+    path) and the state starts empty; ``problem`` is one line saying so. A read past ``timeout`` leaves the file
+    where it is (ReadTimedOut is raised: the caller does not write either). ``set_aside`` False only reads."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            state = json.load(handle)
+        state = json.loads(state_files.read_text(path, timeout))
     except FileNotFoundError:
-        return empty_state()
+        return empty_state(), None, None
+    except state_files.ReadTimedOut:
+        raise
     except (OSError, ValueError) as exc:
-        return _set_aside(path, problems, " ".join(str(exc).split()), now)
-    if not isinstance(state, dict) or state.get("kind") != STORE_KIND or not isinstance(state.get("findings"), list) \
-            or not all(isinstance(f, dict) and f.get("host") and f.get("check_id") for f in state["findings"]):
-        return _set_aside(path, problems, "not a %s store" % STORE_KIND, now)
-    return state
-
-
-def _set_aside(path: str, problems: list[str], why: str, now: Optional[datetime.datetime]) -> dict[str, Any]:
+        why = " ".join(str(exc).split())
+    else:
+        problem = store_problem(state)
+        if problem is None:
+            return state, None, None
+        why = problem
+    if not set_aside:
+        return empty_state(), "findings: %s is unusable (%s)" % (path, why), None
     now = now or datetime.datetime.now(datetime.timezone.utc)
     aside = "%s.bad-%s" % (path, now.strftime("%Y%m%dT%H%M%S.%fZ"))
     try:
         os.replace(path, aside)
-        problems.append("findings: %s is unreadable (%s); kept as %s, starting empty" % (path, why, aside))
     except OSError as exc:
-        problems.append("findings: %s is unreadable (%s) and could not be set aside (%s); starting empty" % (path, why, exc))
-    return empty_state()
+        return empty_state(), "findings: %s is unusable (%s) and could not be set aside (%s); starting empty" % (
+            path, why, exc.strerror or exc), None
+    return empty_state(), "findings: %s is unusable (%s); kept as %s, starting empty" % (path, why, aside), aside
+
+
+def read_store(path: str, problems: list[str], now: Optional[datetime.datetime] = None) -> dict[str, Any]:
+    """load_store()'s state; its problem, if any, appended to ``problems``."""
+    state, problem, _aside = load_store(path, now)
+    if problem:
+        problems.append(problem)
+    return state
+
+
+def update_store(path: str, report: Mapping[str, Any], now: datetime.datetime,
+                 lock_wait_s: float = state_files.DEFAULT_LOCK_WAIT_S) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fold the run ``report`` into the store at ``path`` under its lock. Returns (the new state, ``store``: the
+    report's ``findings_store`` - {path, updated, set_aside, problems}).
+
+    Another run holding the lock for ``lock_wait_s`` seconds, or a read past its deadline, leaves the store as it is
+    (updated false, one problem line): the state returned is then this run folded into what could be read."""
+    store: dict[str, Any] = {"path": path, "updated": False, "set_aside": None, "problems": []}
+    state: Optional[dict[str, Any]] = None
+    previous: Optional[dict[str, Any]] = None
+    try:
+        with state_files.locked(path, lock_wait_s):
+            previous, problem, store["set_aside"] = load_store(path, now)
+            if problem:
+                store["problems"].append(problem)
+            state = update(previous, report)
+            write_store(path, state)
+            store["updated"] = True
+    except state_files.ReadTimedOut as exc:
+        store["problems"].append("findings: %s not updated: %s" % (path, " ".join(str(exc).split())))
+        previous = empty_state()  # a second read would wait as long again
+    except OSError as exc:  # Locked, a lock file that is no regular file, a write that failed
+        store["problems"].append("findings: %s not updated: %s" % (path, " ".join(str(exc).split())))
+    if state is None:
+        if previous is None:
+            # What the store holds (writes are atomic: a read without the lock sees a whole store) plus this run.
+            try:
+                previous = load_store(path, now, set_aside=False)[0]
+            except state_files.ReadTimedOut:
+                previous = empty_state()
+        state = update(previous, report)
+    return state, store
 
 
 def write_store(path: str, state: Mapping[str, Any]) -> None:

@@ -20,7 +20,10 @@ the snapshots oldest first, one at a time, so memory does not grow with N:
 
 The snapshot and fold functions are pure; read_snapshots / write_snapshot do the file I/O. A snapshot that
 cannot be read or is not the expected shape is skipped with a problem line naming it and renamed aside
-(``<name>.bad``), so it neither stops the analysis nor is read again.
+(``<name>.bad``), so it neither stops the analysis nor is read again; one that is not a regular file (a FIFO) is
+set aside without being opened, and a read past its deadline is skipped and left in place. The callback holds
+``state_files.locked(lock_target(directory))`` from the first read to the last write of a run, so two runs sharing
+the directory take turns.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -38,6 +41,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import state_files
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import DEFAULT_RULE as STRAGGLER_RULE
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import judge_history, run_scores
@@ -45,6 +49,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers 
 SNAPSHOT_KIND = "continuum.hydra.fleet_history"
 SNAPSHOT_SCHEMA_VERSION = "1.0.0"
 SNAPSHOT_PATTERN = re.compile(r"^fleet-history-\d{8}T\d{6}\.\d{6}Z\.json$")
+LOCK_NAME = "fleet-history"  # state_files.locked() of this name: fleet-history.lock
 DEFAULT_RULE: dict[str, float] = {"ewma_alpha": 0.3, "trend_threshold": -0.05, "trend_min_runs": 3, "repeat_min_runs": 2}
 FAILING = (FAIL, ERROR)
 
@@ -247,6 +252,11 @@ def _relative_trend(count: float, sum_y: float, sum_xy: float) -> float:
 
 # File I/O: the snapshots on disk.
 
+def lock_target(directory: str) -> str:
+    """What the history's lock is taken on (state_files.locked): the lock file is <directory>/fleet-history.lock."""
+    return os.path.join(directory, LOCK_NAME)
+
+
 def snapshot_name(now: datetime.datetime) -> str:
     return "fleet-history-%s.json" % now.strftime("%Y%m%dT%H%M%S.%fZ")
 
@@ -311,12 +321,15 @@ def read_snapshots(directory: str, limit: int, problems: list[str]) -> Iterator[
         snap = None  # the one yielded before is not held while this one is parsed
         path = os.path.join(directory, name)
         try:
-            with open(path, encoding="utf-8") as handle:
-                snap = json.load(handle)
+            snap = json.loads(state_files.read_text(path))
+        except FileNotFoundError:
+            continue  # removed since the listing (by an operator: runs take turns under the lock)
         except (OSError, ValueError) as exc:
             reason = " ".join(str(exc).split())
-            # bad JSON is set aside; a file that cannot be opened (permissions) is left for the operator
-            problems.append("history: skipped %s: %s; %s" % (path, reason, _set_aside(path) if isinstance(exc, ValueError) else "left in place"))
+            # bad JSON and what is no regular file are set aside; a file that cannot be opened (permissions) or
+            # whose read hung is left for the operator
+            aside = isinstance(exc, ValueError) or (isinstance(exc, state_files.StateFileError) and not isinstance(exc, state_files.ReadTimedOut))
+            problems.append("history: skipped %s: %s; %s" % (path, reason, _set_aside(path) if aside else "left in place"))
             continue
         problem = snapshot_problem(snap)
         if problem is not None:
@@ -330,5 +343,8 @@ def write_snapshot(directory: str, snap: Mapping[str, Any], now: datetime.dateti
     path = os.path.join(directory, snapshot_name(now))
     write_atomic(path, json.dumps(snap, sort_keys=True, separators=(",", ":")) + "\n")
     for name in snapshot_files(directory)[:-keep]:
-        os.unlink(os.path.join(directory, name))
+        try:
+            os.unlink(os.path.join(directory, name))
+        except FileNotFoundError:
+            pass  # already gone: the goal of the pruning
     return path

@@ -162,6 +162,11 @@ def open_finding_rows(report: Mapping[str, Any]) -> list[FindingRow]:
     return rows
 
 
+def findings_store_problems(report: Mapping[str, Any]) -> list[str]:
+    """Why the findings store was set aside or not updated this run (report["findings_store"]), one line each."""
+    return [str(p) for p in (report.get("findings_store") or {}).get("problems") or []]
+
+
 # (workload, class, metric, hosts, median, min, max, stragglers "host -23%, ..." or "" or "not judged (...)", any straggler)
 WorkloadRow = tuple[str, str, str, int, float, float, float, str, bool]
 # (workload, host, class, status, reason, last log line or "")

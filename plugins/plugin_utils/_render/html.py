@@ -165,6 +165,8 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
                   _td(a["remediation"] or "see the check's details")]) for n, a in enumerate(report["actions"], 1)))
     yield "</section>\n"
 
+    for problem in views.findings_store_problems(report):
+        yield '<p class="problem findings-store">%s</p>\n' % esc(problem)
     findings = views.open_finding_rows(report)
     if findings:
         yield ('<section id="findings"><h2>Open findings</h2>\n'

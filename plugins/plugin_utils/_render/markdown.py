@@ -104,6 +104,8 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
             [str(n), md(a["status"]), md(a["check_id"]), str(a["host_count"]), md(a["remediation"] or "see the check's details")]
             for n, a in enumerate(report["actions"], 1)))
 
+    for problem in views.findings_store_problems(report):
+        yield "> **Problem:** %s\n\n" % md(problem, cell=False)
     findings = views.open_finding_rows(report)
     if findings:
         yield "## Open findings\n\n%s\n\n" % md("Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again.")

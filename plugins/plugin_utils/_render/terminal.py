@@ -80,6 +80,8 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
                 action["remediation"] or "see the check's details"), _COLOURS.get(action["status"])))
     elif not totals[UNREACHABLE] and not totals[TASK_FAILED] and not totals.get(UNCHECKED) and not totals.get(MISSING):
         lines.append(("All hosts healthy.", _COLOURS[HEALTHY]))
+    for problem in views.findings_store_problems(report):
+        lines.append(("  PROBLEM %s" % problem, _COLOURS["PROBLEM"]))
     findings = views.open_finding_rows(report)
     if findings:
         lines.append(("Open findings (until acknowledged with playbooks/acknowledge.yml): %d" % len(findings), None))

@@ -176,3 +176,62 @@ def test_an_unreadable_store_is_one_warning_kept_aside_and_starts_empty(tmp_path
     with open(os.path.join(tmp_path, aside[0])) as handle:
         assert handle.read() == content
     assert not os.path.exists(path)
+
+
+def _stored(tmp_path, **changes):
+    """A store written by the production code with one GPU finding, then one field of it changed to ``changes``."""
+    state = fold(report(day(20), {"h1": ("b1", [check(ECC, FAIL, [GPU0])])}),
+                 report(day(21), {"h1": ("b2", [check(ECC, FAIL, [GPU0])])}))
+    state["findings"][0].update(changes)
+    path = findings.store_path(str(tmp_path))
+    with open(path, "w") as handle:
+        handle.write(json.dumps(state))
+    return path
+
+
+# Issue 23: each of these left the store broken for good ("findings: not updated" on every run, no findings).
+@pytest.mark.parametrize("changes, named", [
+    ({"times_seen": "abc"}, "times_seen: 'abc' is not a count"),
+    ({"times_seen": float("nan")}, "times_seen: nan is not a count"),
+    ({"times_seen": True}, "times_seen: True is not a count"),
+    ({"reboots": 5}, "reboots: 5 is not a list of {boot_id, seen}"),
+    ({"reboots": [{"boot_id": 7, "seen": day(21)}]}, "reboots: [{'boot_id': 7"),
+    ({"host": 5}, "host: 5 is not a non-empty string"),
+    ({"check_id": ""}, "check_id: '' is not a non-empty string"),
+    ({"gpu_index": float("nan")}, "gpu_index: nan is not a GPU index"),
+    ({"gpu_uuid": 3}, "gpu_uuid: 3 is not a string or null"),
+    ({"status": "BAD"}, "status: 'BAD' is not one of FAIL, ERROR, WARN"),
+    ({"open": "yes"}, "open: 'yes' is not true or false"),
+    ({"first_seen": 17}, "first_seen: 17 is not an ISO 8601 time"),
+    ({"acknowledged": "ops"}, "acknowledged: 'ops' is not null or {by, at, note}"),
+    ({"message": None}, "message: None is not a string"),
+    ({"boot_id": ["b"]}, "boot_id: ['b'] is not a string or null"),
+    ({"escalation": 2}, "escalation: 2 is not null or {level, action, why}"),
+])
+def test_a_field_of_the_wrong_type_sets_the_store_aside_naming_it(tmp_path, changes, named):
+    path = _stored(tmp_path, **changes)
+    problems = []
+    state = findings.read_store(path, problems)
+    assert state == findings.empty_state()
+    assert len(problems) == 1 and named in problems[0] and "finding 1" in problems[0], problems
+    assert "\n" not in problems[0] and "kept as %s.bad-" % path in problems[0]
+    assert not os.path.exists(path)
+    # and the next run works from the empty store: a report has findings again
+    after = findings.update(state, report(day(22), {"h1": ("b2", [check(ECC, FAIL, [GPU0])])}))
+    assert [f["check_id"] for f in after["findings"]] == [ECC]
+
+
+def test_a_store_of_the_right_shape_is_kept_whole(tmp_path):
+    path = _stored(tmp_path)
+    problems = []
+    assert findings.read_store(path, problems)["findings"][0]["reboots"][0]["boot_id"] == "b2" and problems == []
+    assert os.path.exists(path)
+
+
+def test_a_store_that_is_a_fifo_is_set_aside_at_once_not_waited_on(tmp_path):
+    path = findings.store_path(str(tmp_path))
+    os.mkfifo(path)
+    problems = []
+    assert findings.read_store(path, problems) == findings.empty_state()  # no writer ever opens it: a hang before
+    assert len(problems) == 1 and "is a FIFO" in problems[0] and path in problems[0]
+    assert not os.path.exists(path)

@@ -211,3 +211,18 @@ def test_a_host_slow_in_one_run_only_is_not_a_straggler_on_history():
 def test_the_history_rule_is_off_with_one_run():
     stragglers, host, dummy = _slow_runs([0.85, 0.85, 0.85], rule={"history_runs": 1})
     assert all(s.get("basis") != "history" for s in stragglers["hosts"])
+
+
+def test_a_snapshot_that_is_a_fifo_is_set_aside_not_waited_on(tmp_path):
+    # Issue 23: open() of a FIFO without a writer blocks for ever; the run never wrote its report.
+    fleet = SyntheticFleet({"t4x1": 3})
+    directory = str(tmp_path / "history")
+    start = datetime.datetime(2026, 11, 22, 13, 0, 0, tzinfo=datetime.timezone.utc)
+    dummy, snap = _run(fleet, [], "2026-11-22T13:00:00+00:00")
+    history.write_snapshot(directory, snap, start, keep=10)
+    fifo = os.path.join(directory, history.snapshot_name(start + datetime.timedelta(seconds=1)))
+    os.mkfifo(fifo)
+    problems = []
+    assert len(list(history.read_snapshots(directory, 10, problems))) == 1
+    assert problems == ["history: skipped %s: %s is a FIFO; kept aside as %s.bad" % (fifo, fifo, os.path.basename(fifo))]
+

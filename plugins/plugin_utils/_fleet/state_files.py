@@ -1,0 +1,100 @@
+# Copyright (c) continuum.hydra contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+"""The controller's state files (the findings store, the history snapshots): read with a deadline, and changed
+under a lock.
+
+Two runs can share a report directory (a scheduled and a manual run, the merge run of AWX slices) and
+``playbooks/acknowledge.yml`` can run while a doctor run ends: each read-modify-write of the store or of the
+history holds ``locked(<file>)`` - ``fcntl.flock`` on ``<file>.lock`` beside it, polled without blocking until a
+deadline, so a run never waits forever on another (a held lock is released when its holder exits, however it
+exits). The lock file is left in place: removing it would let a third run lock a different file.
+
+``read_text`` refuses what is not a regular file (a FIFO would block the open, a device the read) and bounds the
+read itself with a deadline (a file on a hung network mount).
+
+Note that this module util is **PRIVATE** to the collection. It can have
+breaking changes at any time. Do not use it from other collections or roles.
+"""
+
+import contextlib
+import fcntl
+import os
+import stat
+import time
+from collections.abc import Iterator
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError, call_with_timeout
+
+LOCK_SUFFIX = ".lock"
+# How long a run waits for another to finish with a state file (the callback's state_lock_timeout default).
+DEFAULT_LOCK_WAIT_S = 60.0
+LOCK_POLL_S = 0.1
+READ_TIMEOUT_S = 30.0
+
+
+class StateFileError(OSError):
+    """A state file that cannot be used: not a regular file, or its read passed the deadline."""
+
+
+class ReadTimedOut(StateFileError):
+    """The read did not finish by its deadline: the file is left as it is (moving it could hang too)."""
+
+
+class Locked(StateFileError):
+    """Another run held the lock for the whole wait: nothing was read or written."""
+
+
+def lock_path(path: str) -> str:
+    return path + LOCK_SUFFIX
+
+
+def _regular(fd: int, path: str) -> None:
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise StateFileError("%s is %s" % (path, kind))
+
+
+@contextlib.contextmanager
+def locked(path: str, wait_s: float = DEFAULT_LOCK_WAIT_S, poll_s: float = LOCK_POLL_S) -> Iterator[None]:
+    """Hold the exclusive lock of ``path`` (its ``.lock`` file, created 0600 beside it) for the ``with`` block.
+
+    Locked, naming the lock file and the wait, when another process holds it for ``wait_s`` seconds; StateFileError
+    when the lock file is not a regular file (it is opened without following a symlink or blocking on a FIFO)."""
+    where = lock_path(path)
+    os.makedirs(os.path.dirname(os.path.abspath(where)), exist_ok=True)
+    fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    try:
+        _regular(fd, where)
+        deadline = time.monotonic() + max(0.0, wait_s)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Locked("%s is locked by another run; gave up after %g s" % (where, wait_s)) from None
+                time.sleep(min(poll_s, left))
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def read_text(path: str, timeout: float = READ_TIMEOUT_S) -> str:
+    """The UTF-8 text of a regular file. FileNotFoundError when missing; StateFileError when it is not a regular
+    file; ReadTimedOut past ``timeout`` seconds; other OSErrors and UnicodeDecodeError as they come."""
+    def read() -> str:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            _regular(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, encoding="utf-8") as handle:
+            return handle.read()
+    try:
+        return call_with_timeout(read, timeout, "read(%s)" % path)
+    except ProbeError as exc:  # the deadline (call_with_timeout's only own error)
+        raise ReadTimedOut(str(exc)) from None
