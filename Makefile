@@ -53,6 +53,12 @@ lint: $(VENV)/.test collections/ansible_collections/continuum/hydra
 	$(BIN)/mypy $(TYPED)
 	$(BIN)/ansible-lint --profile production --offline
 
+# The GPU side proven on a real GPU machine in under 8 minutes (docs/gpu-check.md); no .venv needed, it makes its own:
+# `make gpu-check GPU_CHECK_OUT=DIR GPU_CHECK_ARGS="--pack"`. Without a GPU it says so and exits 0.
+.PHONY: gpu-check
+gpu-check: collections/ansible_collections/continuum/hydra
+	@PYTHONPATH=collections $(PYTHON) benchmarks/gpu_check.py $(if $(GPU_CHECK_OUT),--out "$(GPU_CHECK_OUT)") $(GPU_CHECK_ARGS)
+
 # One benchmark (benchmarks/README.md): `make bench BENCH=fleet_analysis ARGS="--rounds 1"`. They import the collection
 # through collections/, as the tests do.
 .PHONY: bench
