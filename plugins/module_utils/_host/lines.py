@@ -37,7 +37,8 @@ class BadLine(ValueError):
 
 
 class BadLines:
-    """The lines of one text that could not be read: how many, and the first SAMPLE (line number, why, excerpt).
+    """The lines that could not be read: how many, and the first SAMPLE (line number, why, excerpt; the source
+    where several texts are counted together).
 
     A line counts once however many parsers fail on it (scan() passes read the same text several times).
     """
@@ -45,18 +46,20 @@ class BadLines:
     def __init__(self) -> None:
         self.count = 0
         self.sample: list[dict[str, Any]] = []
-        self._numbers: set[int] = set()
+        self._seen: set[tuple[Optional[str], int]] = set()
 
-    def add(self, number: int, line: str, error: BaseException) -> None:
-        if number in self._numbers:
+    def add(self, number: int, line: str, error: BaseException, source: Optional[str] = None) -> None:
+        if (source, number) in self._seen:
             return
-        self._numbers.add(number)
+        self._seen.add((source, number))
         self.count += 1
         if len(self.sample) < SAMPLE:
             why = str(error) or type(error).__name__
             text = line.strip()
-            self.sample.append({"line": number, "error": why[:EXCERPT],
-                                "text": text if len(text) <= EXCERPT else text[:EXCERPT] + "..."})
+            item = {"line": number, "error": why[:EXCERPT], "text": text if len(text) <= EXCERPT else text[:EXCERPT] + "..."}
+            if source:
+                item["source"] = source
+            self.sample.append(item)
 
     def __bool__(self) -> bool:
         return self.count > 0
@@ -67,17 +70,18 @@ class BadLines:
 
 
 def parse_lines(text: Optional[str], parse: Callable[[str], Optional[T]], bad: BadLines,
-                lines: Optional[list[str]] = None) -> Iterator[tuple[int, str, T]]:
+                lines: Optional[list[str]] = None, source: Optional[str] = None) -> Iterator[tuple[int, str, T]]:
     """(line number from 1, line, parse(line)) for each line of text whose parse gives a value (not None).
 
     A line where parse raises one of LINE_ERRORS is counted in ``bad`` and left out; the rest are read. ``lines``:
-    the text already split (the same numbering), for parsers that cleaned the lines first.
+    the text already split (the same numbering), for parsers that cleaned the lines first; ``source``: which text
+    (a file name) when one BadLines counts several.
     """
     for number, line in enumerate((text or "").splitlines() if lines is None else lines, 1):
         try:
             value = parse(line)
         except LINE_ERRORS as exc:
-            bad.add(number, line, exc)
+            bad.add(number, line, exc, source)
             continue
         if value is not None:
             yield number, line, value
@@ -88,5 +92,6 @@ def describe(bad: Optional[dict[str, Any]], what: str = "line") -> Optional[str]
     if not bad or not bad.get("count"):
         return None
     first = (bad.get("sample") or [{}])[0]
-    where = " (line %s: %s)" % (first["line"], first["error"]) if first else ""
+    where = " (line %s%s: %s)" % (first["line"], " of %s" % first["source"] if first.get("source") else "",
+                                  first["error"]) if first else ""
     return "%d unreadable %s%s skipped%s" % (bad["count"], what, "" if bad["count"] == 1 else "s", where)

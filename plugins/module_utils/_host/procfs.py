@@ -4,8 +4,8 @@
 """Parsers of the kernel's text files: cpuinfo, meminfo (host and NUMA node), mounts / mountinfo, os-release, cpulists.
 
 Pure functions of the file contents (the readers are in files.py); one parser per format, shared by every feature.
-A parser that meets a line not in the kernel's format raises ProbeError naming it; callers that only want facts
-turn that into a note.
+A parser that meets a line not in the kernel's format raises ProbeError naming it, unless its caller hands it a
+lines.BadLines: the line is then skipped and counted there (one bad line never hides the others).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -15,6 +15,7 @@ import re
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLine, BadLines, parse_lines
 
 # ---------------------------------------------------------------- /proc/cpuinfo
 
@@ -93,36 +94,48 @@ def unescape_mount_field(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def parse_mountinfo(text: str) -> list[dict[str, Any]]:
+def _mountinfo_line(line: str) -> Optional[dict[str, Any]]:
+    if not line.strip():
+        return None
+    left, sep, right = line.partition(" - ")
+    fields, tail = left.split(), right.split()
+    if not sep or len(fields) < 6 or len(tail) < 2:
+        raise BadLine("not in the kernel's mountinfo format")
+    return {"root": unescape_mount_field(fields[3]), "mount_point": unescape_mount_field(fields[4]),
+            "fstype": tail[0], "source": tail[1], "super_options": tail[2].split(",") if len(tail) > 2 else []}
+
+
+def _mounts_line(line: str) -> Optional[dict[str, Any]]:
+    fields = line.split()
+    if not fields:
+        return None
+    if len(fields) < 4:
+        raise BadLine("not in the kernel's /proc/mounts format")
+    return {"root": "/", "mount_point": unescape_mount_field(fields[1]), "fstype": fields[2],
+            "source": fields[0], "super_options": fields[3].split(",")}
+
+
+def _lines_of(text: str, parse: Any, what: str, bad: Optional[BadLines]) -> list[dict[str, Any]]:
+    """parse_lines over text; with no ``bad`` given, the first bad line is a ProbeError naming it."""
+    counted = BadLines() if bad is None else bad
+    out = [value for _number, _line, value in parse_lines(text, parse, counted, source=what)]
+    if bad is None and counted:
+        first = counted.sample[0]
+        raise ProbeError("%s line %d is not in the kernel's format: %r" % (what, first["line"], first["text"]))
+    return out
+
+
+def parse_mountinfo(text: str, bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
     """/proc/self/mountinfo -> [{mount_point, root, fstype, source, super_options}]."""
-    mounts = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        left, sep, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if not sep or len(fields) < 6 or len(tail) < 2:
-            raise ProbeError("mountinfo line %d is not in the kernel's format: %r" % (number, line[:120]))
-        mounts.append({"root": unescape_mount_field(fields[3]), "mount_point": unescape_mount_field(fields[4]),
-                       "fstype": tail[0], "source": tail[1], "super_options": tail[2].split(",") if len(tail) > 2 else []})
-    return mounts
+    return _lines_of(text, _mountinfo_line, "mountinfo", bad)
 
 
-def parse_proc_mounts(text: str) -> list[dict[str, Any]]:
+def parse_proc_mounts(text: str, bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
     """/proc/mounts (no mount roots: each is taken as "/") in parse_mountinfo's shape.
 
     The source stays as the kernel wrote it (octal-escaped); unescape_mount_field() it where it is shown.
     """
-    mounts = []
-    for number, line in enumerate(text.splitlines(), 1):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) < 4:
-            raise ProbeError("/proc/mounts line %d is not in the kernel's format: %r" % (number, line[:120]))
-        mounts.append({"root": "/", "mount_point": unescape_mount_field(fields[1]), "fstype": fields[2],
-                       "source": fields[0], "super_options": fields[3].split(",")})
-    return mounts
+    return _lines_of(text, _mounts_line, "/proc/mounts", bad)
 
 
 # ---------------------------------------------------------------- os-release, cpulist

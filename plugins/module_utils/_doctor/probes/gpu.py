@@ -23,6 +23,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host import comma
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import nvml
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi, first_line, parse_nvlink_status, read_gpus
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines, describe
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_nvidia_functions
 from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_FAILED
 
@@ -195,6 +196,7 @@ def probe_nvlink(options: Options) -> dict[str, Any]:
     if earlier is not None and earlier["status"] == READ_FAILED:
         raise ProbeError("not read: nvidia-smi failed earlier in this run (%s)" % earlier["reason"])
     gpus, source = None, None
+    bad = BadLines()
     try:
         available, value = _nvml_session(options, nvml.nvlinks)
         if available:
@@ -207,10 +209,13 @@ def probe_nvlink(options: Options) -> dict[str, Any]:
         rc, out, err = command.run([binary, "nvlink", "--status"], options["timeouts"]["nvidia_smi"])
         if rc != 0:
             raise ProbeError("nvidia-smi nvlink --status exited with rc %s: %s" % (rc, _first_line(err, out)))
-        gpus, source = parse_nvlink_status(out), "nvidia-smi"
+        gpus, source = parse_nvlink_status(out, bad), "nvidia-smi"
     if not any(gpu["links"] for gpu in gpus):
+        if bad:
+            # Lines that could not be read may be the links: not an absence.
+            raise ProbeError("nvidia-smi nvlink --status: no link read, %s" % describe(bad.as_dict()))
         raise ProbeAbsent("no GPU on this host has NVLink")
-    return {"source": source, "gpus": gpus}
+    return {"source": source, "gpus": gpus, "bad_lines": bad.as_dict()}
 
 
 def probe_fabric_manager(options: Options, root: Optional[str] = None) -> dict[str, Any]:

@@ -11,6 +11,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import functools
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.command impo
     run,
 )
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_int, read_required_text, read_text, read_text_if_exists
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLine, BadLines, parse_lines
 from ansible_collections.continuum.hydra.plugins.module_utils._host.network import read_infiniband_ports
 from ansible_collections.continuum.hydra.plugins.module_utils._host.procfs import node_memtotal_kib, parse_cpulist, parse_mountinfo, parse_proc_mounts
 
@@ -87,21 +89,30 @@ def probe_dev_shm(options: Options, path: str = "/dev/shm", statvfs: Callable[[s
 
 # ---------------------------------------------------------------- cgroups
 
-def parse_proc_cgroup(text: str) -> dict[str, Any]:
-    """/proc/self/cgroup -> {"v2": path or None, "v1": {controller: path}}."""
+def _cgroup_line(line: str) -> Optional[list[str]]:
+    if not line.strip():
+        return None
+    parts = line.split(":", 2)
+    if len(parts) != 3:
+        raise BadLine("not hierarchy:controllers:path")
+    return parts
+
+
+def parse_proc_cgroup(text: str, bad: Optional[BadLines] = None) -> dict[str, Any]:
+    """/proc/self/cgroup -> {"v2": path or None, "v1": {controller: path}}; a line that is not hierarchy:controllers:path
+    is counted in ``bad`` and skipped (ProbeError naming it when no ``bad`` is given)."""
     result: dict[str, Any] = {"v2": None, "v1": {}}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            raise ProbeError("/proc/self/cgroup line %d is not hierarchy:controllers:path: %r" % (number, line[:120]))
-        hierarchy, controllers, path = parts
+    strict = bad is None
+    bad = BadLines() if bad is None else bad
+    for _number, _line, (hierarchy, controllers, path) in parse_lines(text, _cgroup_line, bad, source="/proc/self/cgroup"):
         if hierarchy == "0" and controllers == "":
             result["v2"] = path
         for controller in controllers.split(","):
             if controller and not controller.startswith("name="):
                 result["v1"][controller] = path
+    if strict and bad:
+        first = bad.sample[0]
+        raise ProbeError("/proc/self/cgroup line %d is not hierarchy:controllers:path: %r" % (first["line"], first["text"]))
     return result
 
 
@@ -189,11 +200,12 @@ def _strictest(directories: list[str], read_one: Callable[[str], Any]) -> tuple[
 
 def probe_cgroups(options: Options, root: str = "/") -> dict[str, Any]:
     """cgroup version, controllers and the memory / CPU limits that apply to this process."""
+    bad = BadLines()  # lines of /proc/self/mountinfo (or /proc/mounts) and /proc/self/cgroup that could not be read
     try:
-        mounts = parse_mountinfo(read_text(_join(root, "proc/self/mountinfo")))
+        mounts = parse_mountinfo(read_text(_join(root, "proc/self/mountinfo")), bad)
     except ProbeAbsent:
-        mounts = parse_proc_mounts(read_text(_join(root, "proc/mounts")))
-    membership = parse_proc_cgroup(read_text(_join(root, "proc/self/cgroup")))
+        mounts = parse_proc_mounts(read_text(_join(root, "proc/mounts")), bad)
+    membership = parse_proc_cgroup(read_text(_join(root, "proc/self/cgroup")), bad)
     v1_mounts = [m for m in mounts if m["fstype"] == "cgroup"]
     v2_mounts = [m for m in mounts if m["fstype"] == "cgroup2"]
     if not v1_mounts and not v2_mounts:
@@ -238,6 +250,7 @@ def probe_cgroups(options: Options, root: str = "/") -> dict[str, Any]:
         "memory_limit_file": memory_file,
         "cpu_limit": round(cpus, 3) if cpus is not None else None,
         "cpu_limit_file": cpu_file,
+        "bad_lines": bad.as_dict(),
     }
 
 
@@ -338,24 +351,37 @@ def probe_disk_space(options: Options, statvfs: Callable[[str], Any] = os.statvf
 
 # ---------------------------------------------------------------- clock synchronisation
 
+def _chrony_field(line: str) -> Optional[tuple[str, Any]]:
+    """One ``Name : value`` line of chronyc tracking; System time and Stratum read as numbers (BadLine if not)."""
+    key, sep, value = line.partition(":")
+    if not sep:
+        return None
+    key, value = key.strip(), value.strip()
+    if key == "System time":
+        match = re.match(r"^(\d+(?:\.\d+)?) seconds (fast|slow) of NTP time", value)
+        offset = float(match.group(1)) if match else None
+        if offset is None or not math.isfinite(offset):
+            raise BadLine("System time: %r is not '<seconds> seconds fast|slow of NTP time'" % value[:60])
+        return key, offset * (1 if match and match.group(2) == "fast" else -1)
+    if key == "Stratum":
+        if not (value.isdigit() and len(value) <= 3):
+            raise BadLine("Stratum: %r is not a stratum" % value[:60])
+        return key, int(value)
+    return key, value
+
+
 def parse_chronyc_tracking(text: str) -> Optional[dict[str, Any]]:
-    """``chronyc tracking`` -> synchronised?, reference, stratum, offset (s, + = clock ahead); None if not that output."""
-    fields = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields[key.strip()] = value.strip()
+    """``chronyc tracking`` -> synchronised?, reference, stratum, offset (s, + = clock ahead); None if not that output.
+
+    A line that cannot be read is skipped and counted in ``bad_lines``."""
+    bad = BadLines()
+    fields: dict[str, Any] = dict(item for _number, _line, item in parse_lines(text, _chrony_field, bad))
     leap = fields.get("Leap status")
     if leap is None:
         return None
-    offset = None
-    match = re.match(r"^([\d.]+) seconds (fast|slow) of NTP time", fields.get("System time", ""))
-    if match:
-        offset = float(match.group(1)) * (1 if match.group(2) == "fast" else -1)
-    stratum = fields.get("Stratum", "")
-    return {"synchronized": leap != "Not synchronised" and not fields.get("Reference ID", "").startswith("00000000"),
-            "leap_status": leap, "reference": fields.get("Reference ID"),
-            "stratum": int(stratum) if stratum.isdigit() else None, "offset_seconds": offset}
+    return {"synchronized": leap != "Not synchronised" and not str(fields.get("Reference ID", "")).startswith("00000000"),
+            "leap_status": leap, "reference": fields.get("Reference ID"), "stratum": fields.get("Stratum"),
+            "offset_seconds": fields.get("System time"), "bad_lines": bad.as_dict()}
 
 
 def kernel_clock_state() -> dict[str, Any]:

@@ -22,6 +22,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.command impo
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_text_if_exists, read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import compute_apps
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines
 from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_OK
 
 DEFAULT_METRICS_DIR = "/var/run/tenant_metrics"
@@ -45,7 +46,8 @@ def probe_tenants(options: Mapping[str, Any]) -> dict[str, Any]:
     time.sleep(sample_s)
     second = _io_snapshot()
     rates = tenants.io_rates(_readable(first), _readable(second), time.monotonic() - start)
-    gpu_use, gpu_source, gpu_reason = _gpu_use(options, timeouts)
+    bad = BadLines()
+    gpu_use, gpu_source, gpu_reason = _gpu_use(options, timeouts, bad)
     interesting = set(p for p, r in rates.items() if r["io_bps"] > 0) | set(gpu_use) | set(t["pid"] for t in found)
     interesting.discard(os.getpid())
     table = []
@@ -63,7 +65,7 @@ def probe_tenants(options: Mapping[str, Any]) -> dict[str, Any]:
     return {"metrics_dir": directory, "tenants": found, "stale": stale, "garbage": garbage, "processes": table,
             "io_unreadable": unreadable_io, "gpu_source": gpu_source, "gpu_reason": gpu_reason, "io_sample_s": sample_s,
             "devices": device_numbers(options.get("tenant_io_devices")) or whole_disks(), "state_path": state_path,
-            "previous": previous, "state_problem": state_problem, "now": time.time()}
+            "previous": previous, "state_problem": state_problem, "now": time.time(), "bad_lines": bad.as_dict()}
 
 
 def read_metrics(directory: str, timeout: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
@@ -158,14 +160,16 @@ def whole_disks(sys_block: str = "/sys/block") -> list[str]:
     return out
 
 
-def _gpu_use(options: Mapping[str, Any], timeouts: Mapping[str, Any]) -> tuple[dict[int, dict[str, Any]], Optional[str], Optional[str]]:
-    """{pid: {mib, gpu_uuids}} from nvidia-smi's compute apps; (use, source, why not) and never raises."""
+def _gpu_use(options: Mapping[str, Any], timeouts: Mapping[str, Any],
+             bad: BadLines) -> tuple[dict[int, dict[str, Any]], Optional[str], Optional[str]]:
+    """{pid: {mib, gpu_uuids}} from nvidia-smi's compute apps (lines it cannot read counted in ``bad``); (use,
+    source, why not) and never raises."""
     smi = (options.get("envelopes") or {}).get("nvidia_smi")
     if smi is not None and smi.get("status") != READ_OK:
         return {}, None, "nvidia-smi: %s" % (smi.get("reason") or "not readable")
     try:
         binary = find_nvidia_smi(options.get("nvidia_smi_path"))
-        apps = compute_apps.read_compute_apps(binary, timeouts.get("nvidia_smi", DEFAULT_COMMAND_TIMEOUT))
+        apps = compute_apps.read_compute_apps(binary, timeouts.get("nvidia_smi", DEFAULT_COMMAND_TIMEOUT), bad)
     except (ProbeAbsent, ProbeError) as exc:
         return {}, None, str(exc)
     use: dict[int, dict[str, Any]] = {}

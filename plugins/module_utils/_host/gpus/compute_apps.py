@@ -11,34 +11,38 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from typing import Any
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import first_line
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines, parse_lines
 
 QUERY = "--query-compute-apps=pid,gpu_uuid,used_memory"
 
 
-def parse_compute_apps(text: str) -> list[dict[str, Any]]:
-    """CSV lines -> [{pid, gpu_uuid, used_memory_mib (int or None)}]; a line that is not one is skipped.
+def _app_line(line: str) -> Optional[dict[str, Any]]:
+    parts = [part.strip() for part in line.split(",")]
+    if len(parts) != 3 or not parts[0].isdigit():
+        return None
+    memory = parts[2].split()[0] if parts[2] else ""
+    return {"pid": int(parts[0]), "gpu_uuid": parts[1] or None,
+            "used_memory_mib": int(memory) if memory.isdigit() else None}
+
+
+def parse_compute_apps(text: str, bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
+    """CSV lines -> [{pid, gpu_uuid, used_memory_mib (int or None)}]; a line that is not one is skipped, one of
+    the form that cannot be read (a 5,000-digit pid) counted in ``bad``.
 
     A process on several GPUs has one entry per GPU.
     """
-    out = []
-    for line in text.splitlines():
-        parts = [part.strip() for part in line.split(",")]
-        if len(parts) != 3 or not parts[0].isdigit():
-            continue
-        memory = parts[2].split()[0] if parts[2] else ""
-        out.append({"pid": int(parts[0]), "gpu_uuid": parts[1] or None,
-                    "used_memory_mib": int(memory) if memory.isdigit() else None})
-    return out
+    return [app for _number, _line, app in parse_lines(text, _app_line, BadLines() if bad is None else bad)]
 
 
-def read_compute_apps(binary: str, timeout: float) -> list[dict[str, Any]]:
-    """The compute processes nvidia-smi lists; ProbeError when it fails or times out."""
+def read_compute_apps(binary: str, timeout: float, bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
+    """The compute processes nvidia-smi lists (lines that cannot be read counted in ``bad``); ProbeError when it
+    fails or times out."""
     rc, out, err = command.run([binary, QUERY, "--format=csv,noheader,nounits"], timeout)
     if rc != 0:
         raise ProbeError("nvidia-smi %s exited with rc %s: %s" % (QUERY, rc, first_line(err, out)))
-    return parse_compute_apps(out)
+    return parse_compute_apps(out, bad)

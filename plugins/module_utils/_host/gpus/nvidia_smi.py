@@ -37,6 +37,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import LINE_ERRORS, BadLine, BadLines
 
 # doctor's and profile's ``timeouts.nvidia_smi`` default: nvidia-smi -q -x on an 8-GPU node takes seconds.
 DEFAULT_TIMEOUT = 30
@@ -473,27 +474,37 @@ _LINK = re.compile(r"Link (\d+): (.*)$")
 _SPEED = re.compile(r"([\d.]+) GB/s")
 
 
-def parse_nvlink_status(text: Optional[str]) -> list[dict[str, Any]]:
+def parse_nvlink_status(text: Optional[str], bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
     """``nvidia-smi nvlink --status`` -> [{index, name, uuid, links: [{link, active, speed_gbps, state}]}].
 
     A link line reads "Link 0: 25 GB/s" (active) or "Link 0: <inactive>"; a GPU
-    without NVLink has its header line and no link lines.
+    without NVLink has its header line and no link lines. A line that cannot be read (a 5,000-digit index, a
+    speed of "1.2.3 GB/s") is counted in ``bad`` and skipped, and so are the link lines of a GPU whose header
+    line could not be read: they are never given to the GPU above it.
     """
+    bad = BadLines() if bad is None else bad
     gpus: list[dict[str, Any]] = []
-    for line in (text or "").splitlines():
-        line = line.strip()
+    current: Optional[dict[str, Any]] = None
+    for number, raw in enumerate((text or "").splitlines(), 1):
+        line = raw.strip()
         header = _GPU_HEADER.match(line)
-        if header:
-            gpus.append({"index": int(header.group(1)), "name": header.group(2), "uuid": header.group(3), "links": []})
-            continue
         link = _LINK.match(line)
-        if link and gpus:
-            state = link.group(2).strip()
-            speed = _SPEED.search(state)
-            gpus[-1]["links"].append({
-                "link": int(link.group(1)),
-                "active": True if speed else False if "inactive" in state.lower() else None,
-                "speed_gbps": float(speed.group(1)) if speed else None,
-                "state": state,
-            })
+        try:
+            if header:
+                current = None
+                current = {"index": int(header.group(1)), "name": header.group(2), "uuid": header.group(3), "links": []}
+                gpus.append(current)
+            elif link and current is not None:
+                state = link.group(2).strip()
+                speed = _SPEED.search(state)
+                current["links"].append({
+                    "link": int(link.group(1)),
+                    "active": True if speed else False if "inactive" in state.lower() else None,
+                    "speed_gbps": float(speed.group(1)) if speed else None,
+                    "state": state,
+                })
+            elif link:
+                raise BadLine("a link line of no GPU (its GPU line is missing or could not be read)")
+        except LINE_ERRORS as exc:
+            bad.add(number, raw, exc)
     return gpus

@@ -42,7 +42,8 @@ PCIE_KINDS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 # Closeness rank of a link kind: lower is nearer. Unknown kinds rank past SYS.
 _RANK = {"X": 0, "NV": 1, "XGMI": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6, "PCIE": 6}
 UNKNOWN_RANK = 7
-_NV = re.compile(r"^NV(\d+)$")
+# A bonded-link count has a few digits (NV18 on H100); a longer one is not a link kind (named in problems).
+_NV = re.compile(r"^NV(\d{1,3})$")
 _GPU = re.compile(r"^GPU\d+$")
 _LEGEND_NIC = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 

@@ -319,6 +319,19 @@ def test_nvlink_absent_on_gpus_without_links_and_error_on_failure(tmp_path):
         gpu_probes.probe_nvlink(options(nvidia_smi_path=nvlink_smi(tmp_path, str(no_links), rc=3)))
 
 
+def test_nvlink_lines_that_cannot_be_read_are_counted_and_never_an_absence(tmp_path):
+    text = read_fixture("nvidia-smi-nvlink", "a100-sxm4-40gb-status.txt")
+    one_bad = tmp_path / "one-bad.txt"
+    one_bad.write_text(text.replace("Link 3: 25 GB/s", "Link 3: 1.2.3 GB/s"))
+    data = gpu_probes.probe_nvlink(options(nvidia_smi_path=nvlink_smi(tmp_path, str(one_bad))))
+    assert len(data["gpus"][0]["links"]) == 11 and data["bad_lines"]["count"] == 1
+    # Issue 23: with the GPU's own line unreadable, its links were attached to no GPU: "no NVLink" (absent).
+    all_bad = tmp_path / "all-bad.txt"
+    all_bad.write_text(text.replace("GPU 0:", "GPU %s:" % ("9" * 5000), 1))
+    with pytest.raises(ProbeError, match=r"nvlink --status: no link read, 13 unreadable lines skipped \(line 1: "):
+        gpu_probes.probe_nvlink(options(nvidia_smi_path=nvlink_smi(tmp_path, str(all_bad))))
+
+
 def test_fabric_manager_absent_without_nvswitch_and_state_with_one(tmp_path, monkeypatch):
     with pytest.raises(ProbeAbsent, match="no NVSwitch"):
         gpu_probes.probe_fabric_manager(options(), root=str(lay_out_pci(tmp_path / "plain")))

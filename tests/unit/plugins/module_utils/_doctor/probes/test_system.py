@@ -346,3 +346,30 @@ def test_infiniband_absent_on_this_machine():
         pytest.skip("this machine has RDMA devices")
     with pytest.raises(ProbeAbsent, match="no InfiniBand/RDMA device"):
         system.probe_infiniband(OPTIONS)
+
+
+# ---------------------------------------------------------------- one bad line (issue 23)
+
+def test_one_malformed_mountinfo_or_cgroup_line_is_counted_not_fatal(tmp_path):
+    copy_host_tree(tmp_path)
+    good = system.probe_cgroups(OPTIONS, root=str(tmp_path))
+    mountinfo = tmp_path / "proc/self/mountinfo"
+    mountinfo.write_text("garbage without the separator\n" + mountinfo.read_text())
+    cgroup = tmp_path / "proc/self/cgroup"
+    cgroup.write_text(cgroup.read_text() + "not-a-cgroup-line\n")
+    data = system.probe_cgroups(OPTIONS, root=str(tmp_path))
+    assert dict(data, bad_lines=None) == dict(good, bad_lines=None)
+    assert data["bad_lines"]["count"] == 2
+    assert [(s["source"], s["line"]) for s in data["bad_lines"]["sample"]] == [
+        ("mountinfo", 1), ("/proc/self/cgroup", len(cgroup.read_text().splitlines()))]
+    # Without a count to report to, a parser still names the first bad line.
+    with pytest.raises(ProbeError, match="mountinfo line 1 is not in the kernel's format: 'garbage without"):
+        procfs.parse_mountinfo(mountinfo.read_text())
+
+
+def test_a_chronyc_line_that_cannot_be_read_is_counted():
+    text = read_fixture("hosts", HOST, "cmd/chronyc-tracking-local-stratum10.txt")
+    broken = text.replace("0.000000000 seconds fast", "0.0.0 seconds fast").replace("Stratum         : 10", "Stratum         : " + "1" * 5000)
+    parsed = system.parse_chronyc_tracking(broken)
+    assert parsed["synchronized"] is True and parsed["offset_seconds"] is None and parsed["stratum"] is None
+    assert parsed["bad_lines"]["count"] == 2

@@ -6,6 +6,7 @@ import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import compute_apps
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines
 
 # The documented CSV layout of `--query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits`:
 # a process on two GPUs is two lines; [N/A] where the driver does not account the memory (containers).
@@ -24,6 +25,13 @@ def test_parse_lines_memory_and_noise():
         {"pid": 50001, "gpu_uuid": "GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e", "used_memory_mib": None},
     ]
     assert compute_apps.parse_compute_apps("") == []
+
+
+def test_a_line_that_cannot_be_read_is_counted_and_the_others_kept():
+    # Issue 23: a 5,000-digit pid crashed the whole listing (and the tenant probe reading it).
+    bad = BadLines()
+    apps = compute_apps.parse_compute_apps("9" * 5000 + LISTING[5:], bad)
+    assert [app["pid"] for app in apps] == [41234, 50001] and bad.count == 1
 
 
 def _fake(tmp_path, body):

@@ -11,6 +11,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_
     parse_nvlink_status,
     text_at,
 )
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 FIXTURES = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
@@ -211,3 +212,13 @@ def test_numbers_beyond_range_are_unreadable_not_numbers(text):
     from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable
     node = ET.fromstring("<t><v>%s</v></t>" % text)
     assert isinstance(number_at(node, "v"), Unreadable)
+
+
+def test_a_bad_nvlink_status_line_is_counted_and_a_bad_gpu_line_never_lends_its_links_to_another_gpu():
+    # Issue 23: two copies of the A100 recording, the second GPU's index a 5,000-digit number and one speed "1.2.3".
+    text = read_fixture("nvidia-smi-nvlink", "a100-sxm4-40gb-status.txt")
+    second = text.replace("GPU 0:", "GPU %s:" % ("9" * 5000), 1)
+    bad = BadLines()
+    gpus = parse_nvlink_status(text.replace("Link 3: 25 GB/s", "Link 3: 1.2.3 GB/s") + second, bad)
+    assert [(g["index"], len(g["links"])) for g in gpus] == [(0, 11)]
+    assert bad.count == 1 + 1 + 12 and bad.sample[0]["error"] == "could not convert string to float: '1.2.3'"

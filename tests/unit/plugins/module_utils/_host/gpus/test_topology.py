@@ -150,3 +150,10 @@ def test_a_gpu_row_lost_or_a_cell_that_is_no_link_kind_is_a_problem():
 @pytest.mark.parametrize("text", ["0-4294967295", "0-70000", "9-3"])
 def test_a_cpulist_too_large_or_reversed_is_not_a_cpulist(text):
     assert topo.cpulist(text) is None  # never a set of billions of CPUs (a hang)
+
+
+def test_an_nv_cell_with_a_5000_digit_count_is_a_problem_not_a_crash():
+    # Issue 23: int() of 5,000 digits raised out of the parser, and the topology probe crashed.
+    text = read_fixture("nvidia-smi-topo", "traverse-v100-4gpu-nvlink.txt").replace("NV3", "NV" + "3" * 5000, 1)
+    parsed = topo.parse_topology(text)
+    assert len(parsed["gpus"]) == 4 and any("not a link kind" in problem for problem in parsed["problems"])
