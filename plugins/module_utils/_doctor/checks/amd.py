@@ -292,7 +292,8 @@ def amdgpu_errors(probes: Probes, expect: Expect) -> Finding:
     outcome logged. Application page faults (`[gfxhub] page fault ... for process`,
     `VM_L2_PROTECTION_FAULT_STATUS`) are not hardware faults: listed with their processes, PASS.
     Healthy boot lines that mention RAS or ECC pass. SKIP on a host without AMD GPU and nothing in
-    the log.
+    the log. An amdgpu line that cannot be read is skipped and counted in details.bad_lines, the rest
+    graded; with nothing else found the check is WARN, never PASS.
 
     Remediation: drain the node, then power-cycle for a failed reset, reset or reboot for an
     uncorrectable error, and replace a GPU at its bad-page threshold or failing to initialise.

@@ -1158,7 +1158,9 @@ def xid_errors(probes: Probes, expect: Expect) -> Finding:
     it, by the SXid table in xid_table.py (NVIDIA Fabric Manager User Guide, DU-09883-001, "NVSwitch SXid
     Errors", https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html), naming the
     NVSwitch PCI address. SKIP on a host with no NVIDIA driver and nothing in the log. A repaired GPU keeps
-    failing until its events age out of the window.
+    failing until its events age out of the window. A driver line that cannot be read (an impossible
+    date, a bad UTC offset, a 5,000-digit number) is skipped and counted in details.bad_lines, the rest
+    judged: an Xid 79 beside it still FAILs; with nothing else found the check is WARN, never PASS.
 
     Remediation: drain the node and follow NVIDIA's action for each code (power-cycle for 79 and a GPU
     fallen off the bus, GPU reset or reboot for most others, reboot for a fatal SXid); run
