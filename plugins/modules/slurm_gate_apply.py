@@ -12,6 +12,9 @@ description:
     drains and resumes with C(scontrol update) and reads the states back to verify.
   - "A node is drained with the reason C(hydra: <failing check ids>). A node is resumed only when it passes and its
     drain reason starts with C(hydra:); a drain an admin set is never resumed."
+  - "Each node is read again right before its change: a node an admin drained since the plan is neither resumed nor
+    drained over (its reason is kept), and a node is resumed only while it still has the very C(hydra:) reason the
+    plan saw. Such a node moves to C(plan.leave) with why."
   - "The brake: when the plan would drain more than O(max_count) nodes, or more than O(max_fraction) of the judged
     nodes, the module fails before any change (no drain and no resume) and says why."
   - Usually called by the P(continuum.hydra.slurm_gate#role) role; see C(docs/slurm_gate.md).

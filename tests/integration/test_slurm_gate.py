@@ -9,6 +9,7 @@ errors planted for a failing node). Every assertion reads `scontrol show node -o
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -166,3 +167,37 @@ def test_decides_from_a_saved_fleet_report(cluster, host_bins, tmp_path):
     assert proc.returncode == 0, out[-5000:]
     assert node_states(cluster) == {"node1": (False, None), "node2": (True, "hydra: gpu.nvlink"),
                                     "node3": (False, None), "node4": (False, None)}
+
+
+_ADMIN_BETWEEN_PLAN_AND_CHANGE = """#!/bin/sh
+# The real scontrol; on the gate's first read of every node (its plan), an admin drains two nodes right after.
+out=$("%(real)s" "$@"); rc=$?
+printf '%%s\\n' "$out"
+if [ "$*" = "show node -o" ] && [ ! -e "%(mark)s" ]; then
+    : > "%(mark)s"
+    "%(real)s" update nodename=node1 state=drain "reason=admin: fan swap, ticket 99" >&2
+    "%(real)s" update nodename=node3 state=drain "reason=admin: bad DIMM" >&2
+fi
+exit $rc
+"""
+
+
+def test_an_admin_drain_between_the_plan_and_the_change_is_never_lifted_or_replaced(cluster, host_bins, tmp_path):
+    # Issue 23: node1 was drained by hydra and passes now, node3 fails now. Between the gate's plan and its changes an
+    # admin re-drains node1 (their own reason) and drains node3: the gate resumed node1 - lifting the admin's drain -
+    # and replaced node3's reason with its own. It re-reads each node right before changing it.
+    set_nodes(cluster, {"node1": "hydra: gpu.ecc_errors"})
+    wrapper = tmp_path / "scontrol"
+    wrapper.write_text(_ADMIN_BETWEEN_PLAN_AND_CHANGE % {"real": shutil.which("scontrol"), "mark": tmp_path / "admin-acted"})
+    wrapper.chmod(0o755)
+    proc, out = run_gate(tmp_path, cluster, host_bins, failing=["gpu-c"], slurm_gate_scontrol_path=str(wrapper))
+    assert (tmp_path / "admin-acted").exists()
+    assert node_states(cluster) == {
+        "node1": (True, "admin: fan swap, ticket 99"),
+        "node2": (False, None),
+        "node3": (True, "admin: bad DIMM"),
+        "node4": (False, None),
+    }, out[-5000:]
+    assert proc.returncode == 0, out[-5000:]
+    assert "leave  node1 (gpu-a): drained by someone else since the plan (admin: fan swap, ticket 99): not resumed" in out
+    assert "leave  node3 (gpu-c): drained by someone else since the plan (admin: bad DIMM): not drained" in out

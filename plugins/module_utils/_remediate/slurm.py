@@ -162,6 +162,28 @@ def brake(drain_count: int, node_count: int, policy: dict[str, Any]) -> dict[str
             "max_count": policy["max_count"], "max_fraction": policy["max_fraction"]}
 
 
+def changed_since_plan(entry: dict[str, Any], action: str, now: Optional[Node], error: Optional[str] = None) -> Optional[str]:
+    """Why the planned ``action`` ("drain" or "resume") of ``entry``'s node must not be carried out, judged on the node
+    as it is right before the change (``now``: parse_show_node() of that node; None, with ``error``, when it could not
+    be read); None when it still can. An admin may drain a node between the plan and the change: hydra never lifts
+    nor replaces a drain it did not write, and resumes only the very drain it planned to resume."""
+    if now is None:
+        return "could not re-read it before the change (%s): not %s" % (error or "no such node", "resumed" if action == "resume" else "drained")
+    reason = now["reason"]
+    if action == "drain":
+        if now["drained"]:
+            owner = "hydra" if is_hydra_reason(reason) else "someone else"
+            return "drained by %s since the plan (%s): not drained" % (owner, reason or "no reason")
+        return None
+    if not now["drained"]:
+        return "no longer drained (%s): nothing to resume" % now["state"]
+    if not is_hydra_reason(reason):
+        return "drained by someone else since the plan (%s): not resumed" % (reason or "no reason")
+    if reason != entry["reason"]:
+        return "drained again by hydra since the plan (%s, was %s): not resumed" % (reason, entry["reason"])
+    return None
+
+
 def plan_lines(gate_plan: GatePlan) -> list[str]:
     """The plan as one line per node, for people reading a check-mode run."""
     lines = []
@@ -246,6 +268,13 @@ class SlurmGateWorker(Worker):
     def read(self) -> dict[str, Node]:
         return parse_show_node(self.scontrol_call(["show", "node", "-o"]))
 
+    def read_node(self, node: str) -> tuple[Optional[Node], Optional[str]]:
+        """One node as slurmctld has it now: (its state, None), or (None, why it could not be read)."""
+        try:
+            return parse_show_node(self.scontrol_call(["show", "node", node, "-o"])).get(node), None
+        except Failure as exc:
+            return None, exc.msg
+
     def plan(self, before: dict[str, Node]) -> GatePlan:
         gate_plan = plan(self.params["outcomes"], before, self.policy)
         if gate_plan["brake"]["tripped"]:
@@ -257,11 +286,20 @@ class SlurmGateWorker(Worker):
         return bool(plan["drain"] or plan["resume"])
 
     def apply(self, plan: GatePlan) -> GatePlan:
-        for entry in plan["drain"]:
-            self.scontrol_call(drain_args(entry["node"], entry["reason"]))
-        for entry in plan["resume"]:
-            self.scontrol_call(resume_args(entry["node"]))
-        return plan
+        """Each node re-read right before its change (changed_since_plan): what an admin did since the plan stands.
+        Returns what was done; a node no longer to change is in ``leave`` with why. (SLURM has no compare-and-set:
+        what remains is the instant between this read and the update.)"""
+        done: GatePlan = {"drain": [], "resume": [], "leave": list(plan["leave"]), "brake": plan["brake"]}
+        for action, args_of in (("drain", lambda e: drain_args(e["node"], e["reason"])), ("resume", lambda e: resume_args(e["node"]))):
+            for entry in plan[action]:
+                now, error = self.read_node(entry["node"])
+                why = changed_since_plan(entry, action, now, error)
+                if why:
+                    done["leave"].append({"node": entry["node"], "host": entry["host"], "why": why})
+                    continue
+                self.scontrol_call(args_of(entry))
+                done[action].append(entry)
+        return done
 
     def verify(self, done: GatePlan, after: dict[str, Node]) -> list[str]:
         return ["%s %s" % problem for problem in unverified(done, after)]

@@ -147,3 +147,21 @@ def test_unverified_names_nodes_whose_state_did_not_follow():
     assert slurm.unverified(plan, {"n1": node("IDLE+DRAIN", "hydra: a.b"), "n2": node("IDLE+NOT_RESPONDING")}) == []
     problems = slurm.unverified(plan, {"n1": node("IDLE+DRAIN", "admin"), "n2": node("IDLE+DRAIN", "hydra: a.b")})
     assert [p[0] for p in problems] == ["n1", "n2"]
+
+
+@pytest.mark.parametrize("action, now, why", [
+    ("resume", node("IDLE+DRAIN", "hydra: gpu.ecc_errors"), None),
+    ("resume", node("IDLE+DRAIN", "admin: fan swap"), "drained by someone else since the plan (admin: fan swap): not resumed"),
+    ("resume", node("IDLE+DRAIN", "hydra: gpu.xid_errors: XID 79"),
+     "drained again by hydra since the plan (hydra: gpu.xid_errors: XID 79, was hydra: gpu.ecc_errors): not resumed"),
+    ("resume", node("IDLE"), "no longer drained (IDLE): nothing to resume"),
+    ("resume", None, "could not re-read it before the change (no such node): not resumed"),
+    ("drain", node("IDLE"), None),
+    ("drain", node("DOWN", "hydra: unreachable"), None),
+    ("drain", node("IDLE+DRAIN", "admin: bad DIMM"), "drained by someone else since the plan (admin: bad DIMM): not drained"),
+    ("drain", node("MIXED+DRAIN", "hydra: gpu.nvlink"), "drained by hydra since the plan (hydra: gpu.nvlink): not drained"),
+])
+def test_each_node_is_judged_again_right_before_its_change(action, now, why):
+    # Issue 23: an admin drain between the plan and the change was lifted (resume) or overwritten (drain).
+    entry = {"node": "node1", "host": "gpu-a", "reason": "hydra: gpu.ecc_errors", "why": "doctor healthy now"}
+    assert slurm.changed_since_plan(entry, action, now) == why
