@@ -269,6 +269,9 @@ def test_pack_leaves_the_summary_and_the_archive_alone(tmp_path):
     (["--step-timeout", "tests=10"], "--step-timeout 'tests=10': the step is one of env, record, gpu_tests"),
     (["--budget", "0"], "--budget 0.0: give a number of seconds above 0"),
     (["--sys-root", "/nonexistent"], "--sys-root '/nonexistent': holds neither sys/ nor proc/"),
+    (["--download-wheels", "wheels", "--wheels-python", "three"], "--wheels-python 'three': give the GPU machine's Python as 3.N"),
+    (["--download-wheels", "wheels", "--wheels-packages", "torch"],
+     "--wheels-packages torch: accepted: ansible-core, pytest, nvidia-ml-py, numpy"),
 ])
 def test_a_bad_argument_is_one_line_naming_it_and_what_is_accepted(tmp_path, args, message):
     rc, summary, stderr = run_check(tmp_path, tmp_path, *args)
