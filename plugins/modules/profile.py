@@ -98,6 +98,8 @@ options:
     description:
       - JSONL file the run appends its phases, progress and verdict to, one line each, flushed as written.
       - Its parent directory must exist. Not written when unset.
+      - Created readable by its owner only (0600). A symbolic link at that path is never followed, and what is not a
+        regular file (a FIFO) is refused; the task then fails with one line naming the path.
     type: path
 seealso:
   - module: continuum.hydra.doctor

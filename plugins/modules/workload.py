@@ -115,6 +115,8 @@ options:
     description:
       - A file the run appends JSON lines to as it goes (C(run_start), C(workload_start), C(workload_end),
         C(run_end)); C(tail -f) it while the task runs.
+      - Created readable by its owner only (0600). A symbolic link at that path is never followed, and what is not a
+        regular file (a FIFO) is refused; the task then fails with one line naming the path.
     type: path
 seealso:
   - module: continuum.hydra.profile

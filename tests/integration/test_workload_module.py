@@ -75,3 +75,15 @@ def test_madengine_catalogue_discover_run_and_a_bad_tag(tmp_path):
     rc, result = play(tmp_path, {"catalogue": dummy, "tags": ["nosuch"]})
     assert result["failed"] is True and result["msg"] == "No models found corresponding to the given tag: nosuch"
     assert "Traceback" not in str(result.get("exception", "")) and re.match(r"^[^\n]+$", result["msg"])
+
+
+def test_a_symlink_planted_as_the_run_log_is_not_followed(tmp_path):
+    # Issue 23: the run log followed a planted link into the file it points at.
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("not the run log's\n")
+    link = tmp_path / "run.jsonl"
+    link.symlink_to(target)
+    _rc, result = play(tmp_path, {"mode": "run", "tags": ["smoke"], "run_log": str(link)})  # the play ignores errors
+    assert result["failed"] is True
+    assert result["msg"] == "run_log: cannot open %s for appending: it is a symbolic link (not followed)" % link
+    assert target.read_text() == "not the run log's\n"

@@ -32,6 +32,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, Callable, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import open_log
 from ansible_collections.continuum.hydra.plugins.module_utils._host import telemetry
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, find_binary, run, run_to_file
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_text_or_none
@@ -259,7 +260,7 @@ class RunLog:
         self._handle: Optional[IO[str]] = None
         if path:
             try:
-                self._handle = open(path, "a", buffering=1)
+                self._handle = open_log(path)  # 0600, no symlink followed, no FIFO
             except OSError as exc:
                 raise WorkloadError("run_log: cannot open %s for appending: %s" % (path, exc.strerror or exc)) from None
 

@@ -17,6 +17,8 @@ import json
 import time
 from typing import IO, Any, Callable, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import open_log
+
 
 class RunLog:
     """Append-only JSONL events; a RunLog without a path only keeps the phase records."""
@@ -30,7 +32,7 @@ class RunLog:
         self.phases: list[dict[str, Any]] = []
         if path:
             try:
-                self._handle = open(path, "a", buffering=1)
+                self._handle = open_log(path)  # 0600, no symlink followed, no FIFO
             except OSError as exc:
                 raise ValueError("run_log: cannot open %s for appending: %s" % (path, exc.strerror or exc)) from exc
 
