@@ -11,7 +11,9 @@ without GPUs.
 install() puts a finder for ``ansible_collections.continuum.hydra.*`` first on sys.meta_path. It reads
 each module's source from the payload zip once and compiles it once; the code object is kept in a
 per-user cache (``$XDG_CACHE_HOME/continuum-hydra/bytecode``, else ``~/.cache/...``; the directory must be
-the user's own and not writable by others), named by a SHA-256 of the interpreter's bytecode magic, the
+the user's own and not writable by others, and so must every directory above it, up to ``/``: each belongs to this
+user or root, and none is writable by others unless sticky like ``/tmp`` - whoever may rename a parent may swap the
+cache for one of their own), named by a SHA-256 of the interpreter's bytecode magic, the
 module name and the source, so the next run on the host, of the same collection version, loads it. The
 cache is not written when Python is told not to write bytecode (``PYTHONDONTWRITEBYTECODE``, ``-B``), and
 entries unused for CACHE_MAX_AGE_S are removed when a new one is written. Anything unexpected (not run
@@ -27,6 +29,7 @@ import importlib.machinery
 import importlib.util
 import marshal
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -50,9 +53,31 @@ def cache_dir(environ: Optional[Mapping[str, str]] = None) -> Optional[str]:
     except OSError:
         return None
     # Code loaded from here runs as this user: a directory someone else could write into is not used.
-    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+    if info.st_uid != os.getuid() or info.st_mode & 0o022 or not _trusted_parents(path):
         return None
     return path
+
+
+def _trusted_parents(path: str) -> bool:
+    """Whether every directory above ``path`` (as given, and with symbolic links resolved) belongs to this user or
+    root and is not writable by others unless sticky: no one else can rename the cache, or a parent, away."""
+    uid = os.getuid()
+    for start in (os.path.abspath(path), os.path.realpath(path)):
+        current = os.path.dirname(start)
+        while True:
+            try:
+                info = os.lstat(current)
+            except OSError:
+                return False
+            if info.st_uid not in (0, uid):
+                return False
+            if not stat.S_ISLNK(info.st_mode) and info.st_mode & 0o002 and not info.st_mode & stat.S_ISVTX:
+                return False
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+    return True
 
 
 class CachedSourceLoader(importlib.machinery.SourceFileLoader):

@@ -112,3 +112,31 @@ def test_only_this_collections_modules_and_only_from_a_zip(payload):
     finder = sys.meta_path[0]
     assert finder.find_spec("ansible_collections.other.thing") is None and finder.find_spec("json") is None
     assert import_cache.install(payload) is False  # one finder, however often modules call install()
+
+
+UNUSED_UID = 54321  # no account on the test machine: a directory of "another, non-root user"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another user")
+def test_a_cache_below_a_directory_of_another_non_root_user_is_not_used(tmp_path):
+    # Issue 23: the cache directory itself was ours and 0700, but a parent belonged to another user, who can rename it
+    # away and put a directory of their own, with code of their own, in its place.
+    theirs = tmp_path / "shared"
+    directory = theirs / "cache" / import_cache.CACHE_SUBDIR
+    directory.mkdir(parents=True, mode=0o700)
+    os.chown(theirs, UNUSED_UID, UNUSED_UID)
+    environ = {"XDG_CACHE_HOME": str(theirs / "cache")}
+    assert import_cache.cache_dir(environ) is None
+    os.chown(theirs, 0, 0)  # root's, like / and /tmp: trusted
+    assert import_cache.cache_dir(environ) == str(directory)
+
+
+def test_a_cache_below_a_directory_others_may_write_without_the_sticky_bit_is_not_used(tmp_path):
+    shared = tmp_path / "open"
+    directory = shared / "cache" / import_cache.CACHE_SUBDIR
+    directory.mkdir(parents=True, mode=0o700)
+    shared.chmod(0o777)  # anyone may rename entries here
+    environ = {"XDG_CACHE_HOME": str(shared / "cache")}
+    assert import_cache.cache_dir(environ) is None
+    shared.chmod(0o1777)  # sticky, like /tmp: only the owner of an entry may rename it
+    assert import_cache.cache_dir(environ) == str(directory)
