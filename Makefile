@@ -46,7 +46,7 @@ release:
 
 # The packages mypy checks: annotated public functions throughout (ruff's config is ruff.toml, mypy's mypy.ini).
 TYPED := $(addprefix -p ansible_collections.continuum.hydra.plugins.,module_utils._host module_utils._doctor \
-	module_utils._remediate module_utils._workload module_utils._profile module_utils._env_setup module_utils._status module_utils._results module_utils._expect module_utils._atomic plugin_utils)
+	module_utils._remediate module_utils._workload module_utils._profile module_utils._env_setup module_utils._fabric module_utils._status module_utils._results module_utils._expect module_utils._atomic plugin_utils)
 
 lint: $(VENV)/.test collections/ansible_collections/continuum/hydra
 	$(BIN)/ruff check .

@@ -11,7 +11,7 @@ from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 MODULE_UTILS = os.path.join(REPO, "plugins", "module_utils")
 PACKAGE = "ansible_collections.continuum.hydra.plugins.module_utils"
 SHARED = {"_results", "_status", "_expect", "_atomic"}  # flat files shared by design
-FEATURES = {"_doctor", "_profile", "_workload", "_env_setup", "_remediate"}
+FEATURES = {"_doctor", "_profile", "_workload", "_env_setup", "_remediate", "_fabric"}
 TEST_PACKAGES = ("ansible_collections.continuum.hydra.tests.unit", "ansible_collections.continuum.hydra.tests.integration")
 STATUS_WORDS = re.compile(r"""(["'])(PASS|WARN|FAIL|SKIP|ERROR|healthy|warning|failed|unreachable)\1""")
 

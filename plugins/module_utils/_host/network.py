@@ -9,7 +9,9 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import os
 import re
-from typing import Any
+import socket
+import struct
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_required_text, read_text_if_exists
@@ -64,3 +66,49 @@ def read_infiniband_ports(root: str = "/") -> list[dict[str, Any]]:
     if not ports:
         raise ProbeAbsent("no RDMA port under %s" % base)
     return ports
+
+
+_SIOCGIFADDR = 0x8915  # ioctl: an interface's IPv4 address
+
+
+def _ipv6_interfaces(text: str) -> dict[str, str]:
+    """/proc/net/if_inet6 rows ("<32 hex digits> idx plen scope flags name") -> {address in hex: interface}."""
+    found = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 6:
+            found[fields[0].lower()] = fields[5]
+    return found
+
+
+def interface_of_address(address: str) -> Optional[str]:
+    """The name of the local interface that holds ``address`` (a name is resolved first); None when no interface
+    does, or the host cannot tell (no ioctl, no /proc). gloo and NCCL are pointed at it (GLOO_SOCKET_IFNAME)."""
+    try:
+        infos = socket.getaddrinfo(address, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return None
+    for family, _type, _proto, _name, sockaddr in infos:
+        if family == socket.AF_INET6:
+            wanted = socket.inet_pton(socket.AF_INET6, str(sockaddr[0]).split("%")[0]).hex()
+            return _ipv6_interfaces(read_text_if_exists("/proc/net/if_inet6") or "").get(wanted)
+        if family == socket.AF_INET:
+            return _ipv4_interface(str(sockaddr[0]))
+    return None
+
+
+def _ipv4_interface(ip: str) -> Optional[str]:
+    try:
+        import fcntl  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        return None
+    wanted = socket.inet_aton(ip)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _index, name in socket.if_nameindex():
+            try:
+                answer = fcntl.ioctl(probe.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue  # no IPv4 address on it
+            if answer[20:24] == wanted:
+                return name
+    return None

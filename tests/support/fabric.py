@@ -1,0 +1,102 @@
+"""Fabric test helpers: ranks of plugins/module_utils/_fabric run as real processes, and a torch interpreter."""
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
+
+COLLECTIONS = os.path.join(REPO, "collections")
+# A rank in its own process: what the module runs, without Ansible around it.
+RANK_CODE = ("import json, sys\n"
+             "from ansible_collections.continuum.hydra.plugins.module_utils._fabric.rank import run\n"
+             "print(json.dumps(run(json.loads(sys.argv[1]))))\n")
+TORCH_SPEC = "torch==2.13.0"  # the CPU wheel on the machine's local package mirror
+_TORCH: dict[str, str] = {}
+
+
+def rank_options(rank, world, run_id, token, port_file, address, master_address, master_port=None, **overrides):
+    options = {
+        "rank": rank, "world": world, "run_id": run_id, "token": token, "host": "h%d" % rank, "address": address,
+        "master_address": master_address, "master_port": master_port, "port_file": port_file, "backend": "tcp",
+        "sizes": [4, 4096, 1 << 20], "iterations": 3, "warmup": 1, "latency_iterations": 5, "join_timeout": 10.0,
+        "step_timeout": 5.0, "run_timeout": 40.0, "port_range": None, "seed": 1, "torch_python": None, "reducer": None,
+        "round": 1, "group": "g1",
+    }
+    options.update(overrides)
+    return options
+
+
+def start_rank(options, python=sys.executable):
+    env = dict(os.environ, PYTHONPATH=COLLECTIONS)
+    return subprocess.Popen([python, "-c", RANK_CODE, json.dumps(options)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+
+
+def read_port(port_file, timeout=30.0):
+    """Rank 0's port from its port file (or the error it wrote)."""
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        if os.path.exists(port_file):
+            with open(port_file) as handle:
+                text = handle.read().strip()
+            if text:
+                key, _sep, value = text.partition("=")
+                return int(value) if key == "port" else value
+        time.sleep(0.02)
+    raise AssertionError("rank 0 wrote no port file within %ss" % timeout)
+
+
+def launch_group(world, tmp_path, addresses=None, skip=(), per_rank=None, **overrides):
+    """Start rank 0, read its port, start the others (but those in skip): {rank: Popen}."""
+    run_id = "t%s" % secrets.token_hex(5)
+    token = secrets.token_hex(16)
+    port_file = str(tmp_path / ("%s.port" % run_id))
+    addresses = addresses or ["127.0.0.%d" % (rank + 1) for rank in range(world)]
+
+    def options(rank, port=None):
+        extra = dict(overrides)
+        extra.update((per_rank or {}).get(rank, {}))
+        return rank_options(rank, world, run_id, token, port_file, addresses[rank], addresses[0], port, **extra)
+
+    procs = {0: start_rank(options(0))}
+    port = read_port(port_file)
+    if not isinstance(port, int):
+        procs[0].wait(30)
+        return procs, {"port_error": port, "token": token, "run_id": run_id}
+    for rank in range(1, world):
+        if rank not in skip:
+            procs[rank] = start_rank(options(rank, port))
+    return procs, {"port": port, "token": token, "run_id": run_id, "port_file": port_file}
+
+
+def results(procs, timeout=120):
+    """{rank: the rank's fabric result} once every process has ended (a killed one: None)."""
+    out = {}
+    for rank, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=timeout)
+        if proc.returncode != 0:
+            out[rank] = None if proc.returncode < 0 else {"crash": stderr.decode()[-2000:]}
+            continue
+        out[rank] = json.loads(stdout)
+    return out
+
+
+def torch_python(tmp_path_factory):
+    """An interpreter with torch (the local CPU wheel) for this test session; None when it cannot be installed here."""
+    if "python" not in _TORCH:
+        venv = tmp_path_factory.getbasetemp() / "fabric-torch-venv"
+        python = venv / "bin" / "python"
+        if not python.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+            done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", TORCH_SPEC], capture_output=True,
+                                  text=True, timeout=900, check=False)
+            if done.returncode != 0:
+                _TORCH["python"] = ""
+                _TORCH["why"] = "pip install %s failed: %s" % (TORCH_SPEC, done.stderr.strip().splitlines()[-1:])
+                return None
+        _TORCH["python"] = str(python)
+    return _TORCH["python"] or None
