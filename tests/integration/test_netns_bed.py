@@ -125,10 +125,8 @@ def test_close_leaves_nothing_behind_even_when_the_test_fails(tmp_path):
     assert not os.path.exists(bed.control_path_dir) and not (netns.CLAIMS / ("%s.json" % bed.id)).exists()
 
 
-def test_a_bed_whose_owner_was_killed_is_torn_down_by_the_next(tmp_path):
-    reason = netns.unavailable_reason()
-    if reason:
-        pytest.skip("network-namespace bed: %s" % reason)
+def _bed_in_a_process(tmp_path, how):
+    """A bed made by another Python process, which then gets signal ``how``; the names the bed made."""
     owner = subprocess.Popen([sys.executable, "-c", (
         "import json, sys, time\n"
         "from pathlib import Path\n"
@@ -138,9 +136,30 @@ def test_a_bed_whose_owner_was_killed_is_torn_down_by_the_next(tmp_path):
         "time.sleep(600)\n"), str(tmp_path / "bed")], stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "collections")))
     try:
         made = json.loads(owner.stdout.readline())
+        spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+        assert all(n in spaces for n in made["names"][1:])
     finally:
-        owner.send_signal(signal.SIGKILL)  # no atexit, no finally: what a killed test run leaves
-        owner.wait(timeout=30)
+        owner.send_signal(how)
+        owner.wait(timeout=60)
+    return made
+
+
+def test_a_bed_closes_when_its_process_is_terminated(tmp_path):
+    reason = netns.unavailable_reason()
+    if reason:
+        pytest.skip("network-namespace bed: %s" % reason)
+    made = _bed_in_a_process(tmp_path, signal.SIGTERM)  # a CI job's timeout, a `kill`: no atexit runs
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout
+    assert not [n for n in made["names"] if n in spaces or n in links]
+    assert not (netns.CLAIMS / ("%s.json" % made["id"])).exists()
+
+
+def test_a_bed_whose_owner_was_killed_is_torn_down_by_the_next(tmp_path):
+    reason = netns.unavailable_reason()
+    if reason:
+        pytest.skip("network-namespace bed: %s" % reason)
+    made = _bed_in_a_process(tmp_path, signal.SIGKILL)  # no handler, no atexit, no finally: what a killed run leaves
     spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
     assert all(n in spaces for n in made["names"][1:])
     netns.reap()

@@ -8,7 +8,7 @@ when a node crashes or loses its link), ``shape`` limits its rate with tc tbf on
 kernel has no netem: no delay or loss injection).
 
 Nothing is left behind: ``close()`` (also on leaving the ``with`` block, at interpreter exit, and when the
-constructor fails half way) kills every process in the bed's namespaces and the bed's SSH control masters, then
+constructor fails half way, and on SIGTERM) kills every process in the bed's namespaces and the bed's SSH control masters, then
 deletes the veths, the bridge and the namespaces, and checks that they are gone. A test process killed outright
 cannot clean up: each live bed has a claim file under CLAIMS naming what it made and its owner, and the next bed
 made on the machine tears down the beds whose owner is gone.
@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from dataclasses import dataclass
@@ -161,8 +162,12 @@ def _teardown(claim: dict[str, Any]) -> list[str]:
             # The master exits at once: the request goes over its local socket, not the (maybe dead) link.
             subprocess.run(["ssh", "-o", "ControlPath=%s" % os.path.join(cp_dir, sock), "-O", "exit", "bed"],
                            capture_output=True, timeout=_COMMAND_TIMEOUT, check=False)
-        _kill(_pids_mentioning(cp_dir))
-        shutil.rmtree(cp_dir, ignore_errors=True)
+        for _attempt in range(50):  # an ssh dying right now may still be writing its socket there
+            _kill(_pids_mentioning(cp_dir))
+            shutil.rmtree(cp_dir, ignore_errors=True)
+            if not os.path.exists(cp_dir):
+                break
+            time.sleep(0.1)
     namespaces = claim.get("namespaces", [])
     for netns in namespaces:
         _kill(_netns_pids(netns))
@@ -176,6 +181,7 @@ def _teardown(claim: dict[str, Any]) -> list[str]:
         # A namespace's processes may take a moment to die, and the kernel frees a deleted namespace's links later.
         links, spaces = _existing_links(), _existing_netns()
         left = [n for n in claim.get("veths", []) + [claim.get("bridge", "")] if n in links] + [n for n in namespaces if n in spaces]
+        left += [cp_dir] if cp_dir and os.path.exists(cp_dir) else []
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.1)
@@ -209,6 +215,24 @@ def _live_claims() -> list[dict[str, Any]]:
     return live
 
 
+_OPEN_BEDS: "weakref.WeakSet[Bed]" = weakref.WeakSet()
+
+
+def _close_on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a CI job's timeout, `kill`): close the open beds, then die of the signal as before."""
+    for bed in list(_OPEN_BEDS):
+        with contextlib.suppress(Exception):
+            bed.close()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _watch_sigterm() -> None:
+    """Close beds on SIGTERM too (atexit does not run then); only where nobody else handles it."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _close_on_sigterm)
+
+
 def reap() -> None:
     """Tear down the beds whose owning process is gone (killed before it could close them)."""
     with _claims_locked():
@@ -235,6 +259,8 @@ class Bed:
         # Ansible's control sockets are <dir>/<40 hex chars>: a pytest tmp_path can be too long for a socket path.
         self.control_path_dir = tempfile.mkdtemp(prefix="hycp")
         atexit.register(_close_at_exit, weakref.ref(self))
+        _OPEN_BEDS.add(self)
+        _watch_sigterm()
         try:
             self._allocate(hosts, prefix)
             self._build()
@@ -442,6 +468,7 @@ class Bed:
         if self._closed:
             return
         self._closed = True
+        _OPEN_BEDS.discard(self)
         left = _teardown(self._claim or {"cp_dir": self.control_path_dir})
         for proc in self._sshd:
             with contextlib.suppress(subprocess.TimeoutExpired):
