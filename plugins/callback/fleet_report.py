@@ -203,7 +203,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.evidence im
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import DEFAULT_THRESHOLD as DEFAULT_PLACEMENT_THRESHOLD
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import PlacementSettingError, threshold_value
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector, no_hosts_message, timed_out_message
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import host_entry as workload_entry
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, perf_csv, terminal
 
@@ -260,6 +260,7 @@ class CallbackModule(CallbackBase):
         self._collector = FleetCollector()
         self._ran_hydra_task = False
         self._play_runs_hydra = False
+        self._play_pattern: Any = None  # the running play's hosts pattern
         self._playbook: Optional[str] = None
         self._problems: list[str] = []
         self._settings: Optional[dict[str, Any]] = None
@@ -355,6 +356,7 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         self._play_runs_hydra = _runs_hydra(play.pre_tasks + play.tasks + play.post_tasks)
+        self._play_pattern = play.hosts
         manager = play.get_variable_manager()
         if self._slice is None:
             self._slice = self._read_slice(manager.extra_vars if manager is not None else {})
@@ -387,6 +389,12 @@ class CallbackModule(CallbackBase):
             self._problems.append(problem)
             self._display.warning("%s: %s" % (NAME, problem))
             return {}
+
+    def v2_playbook_on_no_hosts_matched(self) -> None:
+        if self._play_runs_hydra:
+            # A report of no host, with one line saying so: silence would read as a run with nothing wrong.
+            self._ran_hydra_task = True
+            self._problems.append(no_hosts_message(self._play_pattern))
 
     def v2_playbook_on_task_start(self, task: Any, is_conditional: bool) -> None:
         if _action_of(task) in HYDRA_ACTIONS:
@@ -433,6 +441,8 @@ class CallbackModule(CallbackBase):
         data = _data(result)
         if _action_of(result._task) == DOCTOR and "checks" in data:
             self._collector.add_doctor(host, data)
+        elif isinstance(data.get("timedout"), Mapping):  # the task keyword timeout (docs/hosts_die.md)
+            self._collector.add_task_failed(host, timed_out_message(result._task.get_name(), data["timedout"].get("period")))
         else:
             msg = result._result.get("msg") or result._result.get("stderr") or "task failed"
             self._collector.add_task_failed(host, "%s: %s" % (result._task.get_name(), str(msg).strip().splitlines()[0] if str(msg).strip() else msg))

@@ -150,6 +150,19 @@ def get(expect: Optional[Mapping[str, Any]], name: str) -> Any:
     return copy.deepcopy(entry.default) if value is None else value
 
 
+# A deadline that grows with the host's GPUs (profile's per-GPU benchmark, the remediation modules' nvidia-smi calls)
+# counts expect.gpu_count, or this many GPUs where nothing says: an HGX/DGX board's 8.
+GPUS_WHEN_UNKNOWN = 8
+
+
+def gpus_for_deadline(expect: Optional[Mapping[str, Any]] = None, named: Optional[Any] = None) -> int:
+    """How many GPUs a deadline counts: the GPUs ``named`` (a list), else expect.gpu_count, else GPUS_WHEN_UNKNOWN."""
+    if isinstance(named, (list, tuple)) and named:
+        return len(named)
+    count = (expect or {}).get("gpu_count")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else GPUS_WHEN_UNKNOWN
+
+
 def given(expect: Optional[Mapping[str, Any]], name: str) -> bool:
     """Whether the inventory set a declared key (a default does not count). KeyError for an undeclared key."""
     if name not in _BY_NAME:

@@ -100,6 +100,15 @@ def resolved_timeouts(timeouts: Optional[Mapping[str, Any]], expect: Mapping[str
     return out
 
 
+def deadline_s(timeouts: Optional[Mapping[str, Any]] = None, expect: Optional[Mapping[str, Any]] = None,
+               level: Optional[str] = None) -> float:
+    """The most a doctor run with these options takes: its ``timeouts.total`` (no probe starts past it, and each probe's
+    timeout is cut to the time left). DoctorInputError, one line, for options the module would refuse."""
+    level = level or levels.DEFAULT
+    validate(None, None, timeouts, expect, level)
+    return float(resolved_timeouts(timeouts, expect or {}, level)["total"])
+
+
 def probe_options(expect: Mapping[str, Any], timeouts: Optional[Mapping[str, Any]] = None, nvidia_smi_path: Optional[str] = None,
                   torch_python: Optional[str] = None, level: str = levels.DEFAULT, state_dir: Optional[str] = None) -> dict[str, Any]:
     """What the probes read: paths, timeouts, and the hydra_expect values that shape a probe, resolved here.

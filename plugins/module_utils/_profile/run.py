@@ -28,7 +28,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench imp
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory as memory_bench
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.runlog import RunLog
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FAILED, FALLBACK, OK, SKIPPED, BenchError, outcome
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.static import block_device_rotational, mount_for, read_mounts, static_profile
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.static import MAX_MOUNTS, block_device_rotational, mount_for, read_mounts, static_profile
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, PASS, READ_ABSENT, READ_FAILED, SKIP, WARN
 
 # The profile result's own schema (continuum-hydra's profile JSON), distinct from doctor's.
@@ -151,6 +151,32 @@ def _merged(benchmark_options: Optional[Mapping[str, Any]], name: str, warmup_s:
     return opts
 
 
+def deadline_s(benchmarks: Optional[Sequence[str]] = BENCHMARKS, benchmark_options: Optional[Mapping[str, Any]] = None,
+               warmup_s: float = 2.0, duration_s: float = 10.0, expect: Optional[Mapping[str, Any]] = None,
+               timeouts: Optional[Mapping[str, float]] = None) -> float:
+    """The most a profile run with these options takes: the sum of the timeouts it gives each step.
+
+    The static profile: the torch inventory, nvidia-smi's inventory and topology, a stat and a statvfs of each mount
+    (MAX_MOUNTS counted); then each benchmark selected: cpu's two workers, memory's two ways (compiled C, then NumPy),
+    disk's run, and gpu's run per GPU (expect.gpu_count, else _expect.GPUS_WHEN_UNKNOWN). ProfileInputError, one
+    line, for options the module would refuse."""
+    validate(benchmarks or [], benchmark_options, warmup_s, duration_s, 1.0, expect, timeouts)
+    limits = dict(DEFAULT_TIMEOUTS, **(timeouts or {}))
+    total = limits["torch"] + 2 * limits["nvidia_smi"] + 2 * MAX_MOUNTS * limits["command"]
+    for name in [name for name in BENCHMARKS if name in (benchmarks or [])]:
+        opts = _merged(benchmark_options, name, warmup_s, duration_s)
+        warm, run_s = opts["warmup_s"], opts["duration_s"]
+        if name == "cpu":
+            total += 2 * (opts.get("timeout_s") or cpu_bench.default_timeout_s(warm, run_s))
+        elif name == "memory":
+            total += 2 * memory_bench.default_timeout_s(warm, run_s)
+        elif name == "disk":
+            total += opts.get("timeout_s") or disk_bench.default_timeout_s(opts.get("file_size_mib", disk_bench.DEFAULT_FILE_SIZE_MIB), warm, run_s)
+        else:
+            total += _expect.gpus_for_deadline(expect) * (opts.get("timeout_s") or gpu_bench.default_timeout_s(warm, run_s))
+    return float(total)
+
+
 def _run_one(name: str, opts: Mapping[str, Any], context: Mapping[str, Any], progress: Any) -> dict[str, Any]:
     if name == "cpu":
         return cpu_bench.run_cpu(opts["warmup_s"], opts["duration_s"], matrix_n=opts.get("matrix_n", 2048),
@@ -161,7 +187,7 @@ def _run_one(name: str, opts: Mapping[str, Any], context: Mapping[str, Any], pro
                                        method=opts.get("method", memory_bench.AUTO))
     if name == "disk":
         directory = opts.get("directory") or tempfile.gettempdir()
-        result = disk_bench.run_disk(directory, file_size_mib=opts.get("file_size_mib", 256), warmup_s=opts["warmup_s"],
+        result = disk_bench.run_disk(directory, file_size_mib=opts.get("file_size_mib", disk_bench.DEFAULT_FILE_SIZE_MIB), warmup_s=opts["warmup_s"],
                                      duration_s=opts["duration_s"], timeout_s=opts.get("timeout_s"), progress=progress)
         mount = mount_for(os.path.realpath(directory), read_mounts(context["root"], result["notes"])) or {}
         result["filesystem_type"] = mount.get("fs_type")

@@ -100,6 +100,13 @@ class Worker:
         return []
 
 
+def deadline_s(worker: type[Worker], call_timeout_s: float, calls_per_read: int, changes: int) -> float:
+    """The most a run of ``worker`` takes when each external call may take ``call_timeout_s``: the read, one call per
+    change, and at most ``verify_reads`` read-backs with their pauses (the reads ``calls_per_read`` calls each)."""
+    reads = 1 + max(1, worker.verify_reads)
+    return call_timeout_s * (reads * calls_per_read + changes) + (max(1, worker.verify_reads) - 1) * worker.verify_pause_s
+
+
 def lifecycle(module: Any, make_worker: Callable[[Any], Worker], sleep: Callable[[float], Any] = time.sleep) -> dict[str, Any]:
     """Run the lifecycle; returns the result of a successful run, raises ``Failure`` (with the result) otherwise."""
     worker = make_worker(module)

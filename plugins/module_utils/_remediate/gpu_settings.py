@@ -24,6 +24,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host import comma
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_json_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.vendor import amd_host, skip_on_amd, skip_reason
 
@@ -397,3 +398,9 @@ class GpuSettingsWorker(Worker):
             if self.skipped:
                 out["skip_reason"] = "%s not set: %s" % (", ".join(self.skipped), skip_reason("gpu_settings", self.amd))
         return out
+
+
+def deadline_s(call_timeout_s: float, gpus: int) -> float:
+    """The most a run on ``gpus`` GPUs takes: one query (or one amd-smi read, one timeout for its calls) per read,
+    one nvidia-smi call per GPU and setting changed."""
+    return apply.deadline_s(GpuSettingsWorker, call_timeout_s, 1, gpus * len(SETTINGS))

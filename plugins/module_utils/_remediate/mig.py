@@ -14,6 +14,7 @@ import re
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.gpu_settings import GpuSettingsError, parse_csv, query_args, select
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.vendor import skip_on_amd
@@ -251,3 +252,15 @@ class MigWorker(Worker):
             return []
         return ["MIG mode of GPU(s) %s waits for a GPU reset / reboot; run again after it to create the layout"
                 % ", ".join(str(i) for i in waiting)]
+
+
+# A GPU's steps at most: its mode, then a layout's -dci, -dgi and one -cgi ... -C.
+_CALLS_PER_GPU = 4
+
+
+def deadline_s(call_timeout_s: float, gpus: int, host_gpus: int) -> float:
+    """The most a run on ``gpus`` of the host's ``host_gpus`` GPUs takes: each read is 2 queries plus one -lgi per GPU
+    of the host, apply reads once more between the mode and the layout steps, and each GPU changed takes
+    _CALLS_PER_GPU calls."""
+    per_read = 2 + max(gpus, host_gpus)
+    return apply.deadline_s(MigWorker, call_timeout_s, per_read, gpus * _CALLS_PER_GPU + per_read)

@@ -23,6 +23,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.slurm import
     parse_show_node,
     resume_args,
 )
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED as ERROR
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAILED, HEALTHY, UNREACHABLE, WARNING
@@ -312,3 +313,8 @@ class SlurmGateWorker(Worker):
 
     def result(self, plan: GatePlan, before: dict[str, Node], after: dict[str, Node], applied: bool) -> dict[str, Any]:
         return {"plan": plan, "plan_lines": plan_lines(plan), "nodes": after if applied else before}
+
+
+def deadline_s(call_timeout_s: float, nodes: int) -> float:
+    """The most a gate run over ``nodes`` nodes takes: one ``scontrol show node`` per read, one drain or resume per node."""
+    return apply.deadline_s(SlurmGateWorker, call_timeout_s, 1, nodes)

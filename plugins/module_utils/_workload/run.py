@@ -217,7 +217,21 @@ def pick_runtime(requested: str, has_dockerfile: bool, engine_ok: Callable[[str]
     return "host"
 
 
-def engine_answers(engine: str, timeout: float = 10.0) -> bool:
+ENGINE_CHECK_TIMEOUT_S = 10.0  # `<engine> info`
+CONTAINER_RM_TIMEOUT_S = 60  # removing a container killed at its model's deadline
+# What a model's run may take besides its own limit: asking each engine whether it answers, and that removal.
+PER_MODEL_SLACK_S = len(ENGINES) * ENGINE_CHECK_TIMEOUT_S + CONTAINER_RM_TIMEOUT_S
+
+
+def deadline_s(limits: Sequence[Optional[float]]) -> Optional[float]:
+    """The most a run of models with these limits takes (``mode: discover``'s ``timeout`` per model, in seconds):
+    each model's limit plus PER_MODEL_SLACK_S. None when a model has no limit (timeout 0): the run has none either."""
+    if any(limit is None for limit in limits):
+        return None
+    return float(sum(float(limit) + PER_MODEL_SLACK_S for limit in limits if limit is not None))
+
+
+def engine_answers(engine: str, timeout: float = ENGINE_CHECK_TIMEOUT_S) -> bool:
     """Whether ``<engine> info`` succeeds within the deadline (its daemon or socket answers)."""
     binary = find_binary(engine)
     if binary is None:
@@ -502,7 +516,7 @@ class Runner:
         if timed_out:
             # Killing the client leaves the container running: remove it by name.
             try:
-                run([binary, "rm", "-f", name], timeout=60)
+                run([binary, "rm", "-f", name], timeout=CONTAINER_RM_TIMEOUT_S)
             except (ProbeAbsent, ProbeError):
                 pass
         return rc, timed_out

@@ -133,6 +133,18 @@ class FleetCollector:
         return build_report(self._hosts, generated_at, playbook)
 
 
+def timed_out_message(task: str, seconds: Any) -> str:
+    """Why a host has no result when its task ran into the task keyword ``timeout`` (docs/hosts_die.md)."""
+    return ("%s: timed out after %s s (the task timeout: the module's own deadline plus a margin): the host stopped "
+            "answering, or its Python hung before the module ran" % (task, seconds))
+
+
+def no_hosts_message(pattern: Any) -> str:
+    """The one line of a run whose play matched no host: a report of no host is not a healthy fleet."""
+    shown = ", ".join(str(p) for p in pattern) if isinstance(pattern, (list, tuple)) else str(pattern)
+    return "no host matched the play's hosts pattern %r (inventory, hydra_hosts, --limit): nothing was checked" % shown
+
+
 def roots(checks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The host's root causes: each check that blocked others (their ``blocked_by``), with how many it blocked.
 

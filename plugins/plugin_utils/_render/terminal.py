@@ -78,7 +78,7 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
             lines.append(("  %d. [%s] %s on %d host%s: %s" % (
                 rank, action["status"], action["check_id"], action["host_count"], "" if action["host_count"] == 1 else "s",
                 action["remediation"] or "see the check's details"), _COLOURS.get(action["status"])))
-    elif not totals[UNREACHABLE] and not totals[TASK_FAILED] and not totals.get(UNCHECKED) and not totals.get(MISSING):
+    elif totals["hosts"] and not totals[UNREACHABLE] and not totals[TASK_FAILED] and not totals.get(UNCHECKED) and not totals.get(MISSING):
         lines.append(("All hosts healthy.", _COLOURS[HEALTHY]))
     for problem in views.findings_store_problems(report):
         lines.append(("  PROBLEM %s" % problem, _COLOURS["PROBLEM"]))

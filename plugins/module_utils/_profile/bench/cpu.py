@@ -39,10 +39,15 @@ def _threads_env(threads: int) -> dict[str, str]:
     return dict((name, str(threads)) for name in THREAD_VARIABLES)
 
 
+def default_timeout_s(warmup_s: float, duration_s: float) -> float:
+    """Each worker's timeout unless benchmark_options.cpu.timeout_s is given."""
+    return warmup_s + duration_s + _SLACK_S
+
+
 def run_cpu(warmup_s: float, duration_s: float, matrix_n: int = 2048, stdlib_n: int = 64, python: Optional[str] = None,
             progress: Optional[Progress] = None, timeout_s: Optional[float] = None) -> dict[str, Any]:
     threads = usable_cpus()
-    timeout_s = timeout_s or (warmup_s + duration_s + _SLACK_S)
+    timeout_s = timeout_s or default_timeout_s(warmup_s, duration_s)
     args = {"method": "auto", "n": matrix_n, "stdlib_n": stdlib_n, "warmup_s": warmup_s, "duration_s": duration_s}
     single = _worker.run_worker(cpu_worker, args, timeout_s, "cpu benchmark (1 thread)", python=python,
                                 env=_threads_env(1), progress=progress)

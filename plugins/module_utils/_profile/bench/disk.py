@@ -48,6 +48,7 @@ TEST_FILE_PREFIX = ".hydra-profile-disk-"
 # Writing and reading the file twice at a slow 50 MB/s, plus start-up: the default timeout on top of the run.
 _WORST_MBPS = 50.0
 _SLACK_S = 30.0
+DEFAULT_FILE_SIZE_MIB = 256
 
 
 class Terminated(BaseException):
@@ -163,7 +164,7 @@ def _us(ns: Optional[float]) -> Optional[float]:
     return None if ns is None else rounded(ns / 1e3, 2)
 
 
-def run_disk(directory: str, file_size_mib: float = 256, warmup_s: float = 2.0, duration_s: float = 10.0,
+def run_disk(directory: str, file_size_mib: float = DEFAULT_FILE_SIZE_MIB, warmup_s: float = 2.0, duration_s: float = 10.0,
              timeout_s: Optional[float] = None, progress: Optional[Progress] = None, seed: Optional[int] = None,
              direct: bool = True) -> dict[str, Any]:
     """Random-read IOPS / latency and sequential MB/s on a test file that is always removed."""

@@ -46,6 +46,11 @@ MAX_CV = 0.15  # above this the repeats disagree too much for the best to mean a
 _SLACK_S = 60.0  # worker start-up, allocation and the last repeats on top of 3x (warmup + duration)
 
 
+def default_timeout_s(warmup_s: float, duration_s: float) -> float:
+    """The timeout of each way of measuring (compiled C STREAM, then the NumPy worker)."""
+    return 3 * (warmup_s + duration_s) + _SLACK_S
+
+
 def run_memory(warmup_s: float, duration_s: float, array_mib: Optional[int] = None, threads: Optional[int] = None,
                progress: Optional[Progress] = None, root: str = "/", numpy: Any = None, method: str = AUTO) -> dict[str, Any]:
     """STREAM copy/triad GB/s (best of the repeats after warmup) by ``method`` (METHODS), AUTO: the first that runs."""
@@ -54,7 +59,7 @@ def run_memory(warmup_s: float, duration_s: float, array_mib: Optional[int] = No
     if llc is None:
         notes.append("last-level cache size unreadable: assumed %d MiB" % (membench.FALLBACK_LLC_BYTES // MIB))
     candidates = [threads] if threads else stream.thread_candidates(membench.usable_cpus())
-    timeout_s = 3 * (warmup_s + duration_s) + _SLACK_S
+    timeout_s = default_timeout_s(warmup_s, duration_s)
     common = dict(array_bytes=size, llc_bytes=llc, warmup_s=warmup_s, duration_s=duration_s, notes=notes)
     if numpy is not None:
         # NumPy handed in (tests): measured in this process, with the BLAS threads it was loaded with.
