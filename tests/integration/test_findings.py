@@ -170,3 +170,19 @@ def test_a_store_with_a_field_of_the_wrong_type_is_set_aside_and_the_report_says
     # The next run reads the new store: no problem left.
     _proc, again = _doctor(inventory, report_dir)
     assert again["findings_store"]["problems"] == [] and _ecc(again["findings"])["times_seen"] == 2
+
+
+def test_a_store_that_is_a_fifo_does_not_hang_the_run(tmp_path):
+    # Issue 23: open() of a FIFO without a writer blocks for ever: the run never ended and wrote no report.
+    root = str(tmp_path)
+    report_dir = os.path.join(root, "reports")
+    os.makedirs(os.path.join(report_dir, "history"))
+    store_path = os.path.join(report_dir, "history", "findings.json")
+    os.mkfifo(store_path)
+    a100 = fixture("a100-sxm4-v12.xml")
+    inventory = {"all": {"hosts": {"node-ecc": host_vars(write_host_bin(root, "node-ecc", plant(a100, PERSISTENCE_ON, UNCORRECTABLE_ECC)))}}}
+    proc, report = run_playbook(inventory, report_dir, extra_vars={"hydra_only": GPU_ONLY, "hydra_exclude": MACHINE_BOUND}, timeout=120)
+    assert report is not None, proc.stdout + proc.stderr
+    store = report["findings_store"]
+    assert store["set_aside"].startswith(store_path + ".bad-") and "is a FIFO" in store["problems"][0], store
+    assert _ecc(report["findings"])["open"] is True and _ecc(_store(report_dir)["findings"])["times_seen"] == 1

@@ -146,16 +146,21 @@ def test_a_run_locked_out_says_so_in_the_report_and_leaves_the_store_whole(fleet
     store_path = os.path.join(report_dir, "history", "findings.json")
     with open(store_path) as handle:
         before = handle.read()
-    # Another process holds the store's lock (util-linux flock, the same flock(2) lock) for longer than we wait.
-    holder = subprocess.Popen(["flock", "--exclusive", store_path + ".lock", "-c", "echo held; exec sleep 600"],
-                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    history_lock = os.path.join(report_dir, "history", "fleet-history.lock")
+    snapshots = sorted(n for n in os.listdir(os.path.join(report_dir, "history")) if n.startswith("fleet-history-"))
+    # Another process holds the store's and the history's locks (util-linux flock, the same flock(2) lock) for longer
+    # than this run waits.
+    holders = [subprocess.Popen(["flock", "--exclusive", lock, "-c", "echo held; exec sleep 600"],
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
+               for lock in (store_path + ".lock", history_lock)]
     try:
-        assert holder.stdout.readline() == "held\n"
+        assert [holder.stdout.readline() for holder in holders] == ["held\n", "held\n"]
         rc, out = _finish(_start(_doctor(fleet, "node-b"), _env(report_dir, HYDRA_STATE_LOCK_TIMEOUT="1")))
         ack_rc, ack_out = _finish(_start(_ack("node-a"), _env(report_dir, HYDRA_STATE_LOCK_TIMEOUT="1")))
     finally:
-        os.killpg(holder.pid, signal.SIGKILL)
-        holder.wait()
+        for holder in holders:
+            os.killpg(holder.pid, signal.SIGKILL)
+            holder.wait()
     assert rc == 0, out[-3000:]
     line = "findings: %s not updated: %s.lock is locked by another run; gave up after 1 s" % (store_path, store_path)
     with open(os.path.join(report_dir, "fleet-report.json")) as handle:
@@ -171,6 +176,10 @@ def test_a_run_locked_out_says_so_in_the_report_and_leaves_the_store_whole(fleet
         assert '<p class="problem findings-store">%s</p>' % line in handle.read()
     with open(store_path) as handle:
         assert handle.read() == before
+    # History: neither read nor written this run, in one line of the report's problems.
+    assert "history: not read or written this run: %s is locked by another run; gave up after 1 s" % history_lock \
+        in report["analysis"]["problems"]
+    assert sorted(n for n in os.listdir(os.path.join(report_dir, "history")) if n.startswith("fleet-history-")) == snapshots
     # acknowledge.yml, locked out too: one line, nothing written.
     assert ack_rc == 2 and "%s.lock is locked by another run; gave up after 1 s" % store_path in ack_out, ack_out[-3000:]
     schema_validator().validate(report)
