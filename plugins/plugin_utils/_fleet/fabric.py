@@ -281,14 +281,15 @@ def _name(state: dict[str, Any]) -> None:
 
 def pair_schedule(hosts: Sequence[str]) -> list[list[list[str]]]:
     """Every pair once, in rounds of disjoint pairs (the circle method: N-1 rounds, N when odd; one host sits out)."""
-    ring = list(hosts) + ([None] if len(hosts) % 2 else [])
+    ring: list[Optional[str]] = list(hosts) + ([None] if len(hosts) % 2 else [])
+    order = {h: i for i, h in enumerate(hosts)}
     count = len(ring)
     rounds = []
     for _ in range(count - 1):
-        pairs = [[ring[i], ring[count - 1 - i]] for i in range(count // 2)]
-        rounds.append([sorted(p, key=list(hosts).index) for p in pairs if None not in p])
+        pairs = [(ring[i], ring[count - 1 - i]) for i in range(count // 2)]
+        rounds.append([sorted((a, b), key=lambda h: order[h]) for a, b in pairs if a is not None and b is not None])
         ring = [ring[0], ring[-1]] + ring[1:-1]
-    return rounds  # type: ignore[return-value]
+    return rounds
 
 
 def _halves(members: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -356,7 +357,7 @@ def _isolation(state: Mapping[str, Any], live: list[str]) -> list[tuple[list[str
     for host, (_number, group) in latest.items():
         by_group.setdefault(group["id"], (group, []))[1].append(host)
     for group, suspects in sorted(by_group.values(), key=lambda item: -len(item[1])):
-        suspects.sort(key=order.get)
+        suspects.sort(key=lambda h: order[h])
         explained = any(m in state["bad"] for m in group["members"])
         if len(suspects) == 1 or explained:
             solos.extend(suspects)
@@ -382,7 +383,7 @@ def _isolation(state: Mapping[str, Any], live: list[str]) -> list[tuple[list[str
             continue
         if pads:
             pad = pads.pop(0)
-            planned.append((sorted([host, pad], key=order.get), SOLO))
+            planned.append((sorted([host, pad], key=lambda h: order[h]), SOLO))
             used.update((host, pad))
         else:
             waiting.append(host)
@@ -393,7 +394,7 @@ def _isolation(state: Mapping[str, Any], live: list[str]) -> list[tuple[list[str
         if partner is None:
             continue
         waiting.remove(partner)
-        planned.append((sorted([first, partner], key=order.get), SOLO))
+        planned.append((sorted([first, partner], key=lambda h: order[h]), SOLO))
         used.update((first, partner))
     named = [entry["hosts"] for entry in state["links"]]
     for _number, group in failing_groups(state):
@@ -404,7 +405,7 @@ def _isolation(state: Mapping[str, Any], live: list[str]) -> list[tuple[list[str
             continue  # explained by a named link
         for link in open_links:  # each unproven link as a pair of its own (a pair's own link: tested once more)
             if not set(link) & used:
-                planned.append((sorted(link, key=order.get), CROSS))
+                planned.append((sorted(link, key=lambda h: order[h]), CROSS))
                 used.update(link)
     return [(members, purpose) for members, purpose in planned if len(members) >= 2]
 
