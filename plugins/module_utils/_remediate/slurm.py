@@ -316,5 +316,6 @@ class SlurmGateWorker(Worker):
 
 
 def deadline_s(call_timeout_s: float, nodes: int) -> float:
-    """The most a gate run over ``nodes`` nodes takes: one ``scontrol show node`` per read, one drain or resume per node."""
-    return apply.deadline_s(SlurmGateWorker, call_timeout_s, 1, nodes)
+    """The most a gate run over ``nodes`` nodes takes: one ``scontrol show node`` per read, and per node its re-read
+    right before the change (SlurmGateWorker.apply) and the drain or resume: two calls."""
+    return apply.deadline_s(SlurmGateWorker, call_timeout_s, 1, 2 * nodes)

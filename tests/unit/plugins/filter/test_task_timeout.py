@@ -69,12 +69,13 @@ def test_workload_is_the_selections_limits_and_none_when_one_has_none():
         task_timeout({"workloads": plan}, "workload")
 
 
-def test_the_gate_grows_with_the_nodes_one_scontrol_call_each():
+def test_the_gate_grows_with_the_nodes_two_scontrol_calls_each():
     base = task_timeout(30, "slurm_gate_apply", nodes=[], margin=0)
     reads = 1 + SlurmGateWorker.verify_reads
     assert base == math.ceil(30 * reads + (SlurmGateWorker.verify_reads - 1) * SlurmGateWorker.verify_pause_s)
-    assert task_timeout(30, "slurm_gate_apply", nodes=["n1", "n2", "n3"], margin=0) == base + 3 * 30
-    assert task_timeout(30, "slurm_gate_apply", nodes=3, margin=0) == base + 3 * 30
+    # per node: its re-read right before the change, and the drain or resume
+    assert task_timeout(30, "slurm_gate_apply", nodes=["n1", "n2", "n3"], margin=0) == base + 3 * 2 * 30
+    assert task_timeout(30, "slurm_gate_apply", nodes=3, margin=0) == base + 3 * 2 * 30
 
 
 def test_gpu_modules_count_the_gpus_named_else_the_unknown_count():
