@@ -7,8 +7,12 @@ short_description: One AWX slice's fleet summary as ansible.builtin.set_stats da
 version_added: 0.2.0
 description:
   - The C(hydra_fleet) summary of P(continuum.hydra.fleet_stats#filter) for the hosts of one slice of a sliced AWX
-    job, plus C(workflow_job_id), C(job_id) and C(host_statuses) (each host's status, no details), under the key
+    job, plus C(workflow_job_id), C(job_id), C(host_statuses) (each host's status) and C(host_checks), under the key
     C(hydra_fleet_part_<job_id>) - AWX merges the slices' artifacts shallowly, so each slice needs its own key.
+  - C(host_checks) maps each failing or warning host to the ids of its checks by status (keys V(FAIL), V(ERROR) and
+    V(WARN), worst first, ids in name order, a status without ids left out) and C(more), so that a merge from the
+    artifacts alone (no shared storage) says what failed where. At most 8 ids per host, C(more) counts the rest; no
+    messages or details (C(docs/awx.md) gives the size per host).
   - C(playbooks/merge.yml) merges these (and the part files) into one report; see C(docs/awx.md).
 author:
   - continuum.hydra developers
@@ -47,6 +51,11 @@ RETURN = r"""
 _value:
   description: The summary, under the key C(hydra_fleet_part_<job_id>).
   type: dict
+  sample: {"hydra_fleet_part_101": {"generated_at": "2026-11-22T13:00:00+00:00", "ok": false,
+           "totals": {"hosts": 2, "healthy": 1, "warning": 0, "error": 0, "failed": 1, "unreachable": 0, "task_failed": 0},
+           "failing_hosts": ["n1"], "warning_hosts": [], "failing_checks": {"gpu.ecc_errors": 1},
+           "workflow_job_id": "77", "job_id": "101", "host_statuses": {"n1": "failed", "n3": "healthy"},
+           "host_checks": {"n1": {"FAIL": ["gpu.ecc_errors"], "WARN": ["gpu.persistence_mode"], "more": 0}}}}
 """
 
 from collections.abc import Callable, Iterable, Mapping
@@ -69,8 +78,7 @@ def fleet_part_stats(source: Any, hosts: Iterable[str], workflow_job_id: Any, jo
     except parts.PartError as exc:
         raise AnsibleFilterError("fleet_part_stats: %s" % exc) from exc
     report = _collect(source, list(hosts), result_var)
-    statuses = dict((name, entry["status"]) for name, entry in report["hosts"].items())
-    return parts.part_summary(set_stats_data(report)["hydra_fleet"], statuses, workflow_id, job)
+    return parts.part_summary(set_stats_data(report)["hydra_fleet"], report["hosts"], workflow_id, job)
 
 
 class FilterModule:

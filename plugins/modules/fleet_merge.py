@@ -13,7 +13,8 @@ description:
     fleet report; the P(continuum.hydra.fleet_report#callback) callback then writes it in every format.
   - Every host of O(hosts) found in no part has the status V(missing) (never healthy). Parts of another workflow are
     ignored; a corrupt part is one line in RV(problems), not a failure. A job with a part file and an artifact uses
-    the file (full details); an artifact alone gives host statuses without check details.
+    the file (full details); an artifact alone gives host statuses and, for each failing or warning host, the ids
+    of its failing and warning checks (at most 8 a host, no messages or details; see C(docs/awx.md)).
   - Runs on the controller (an action plugin). Usually run by C(playbooks/merge.yml); see C(docs/awx.md).
 author:
   - continuum.hydra developers (@continuum-hydra)

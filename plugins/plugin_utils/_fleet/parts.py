@@ -5,8 +5,10 @@
 
 A slice of an AWX workflow carries ``awx_workflow_job_id`` (shared by the slices) and its own ``awx_job_id``; the
 fleet_report callback then writes ``<report_dir>/parts/<workflow id>/job-<job id>.json`` (build_part) instead of the
-shared report, and doctor.yml publishes part_summary as the job's artifact. playbooks/merge.yml merges both kinds
-(merge): every host of the full inventory found in no part is MISSING. See docs/awx.md.
+shared report, and doctor.yml publishes part_summary as the job's artifact: each host's status, and each failing or
+warning host's check ids (host_checks, bounded per host), so that a merge without the part files (AWX deletes every
+job's private data dir) still says what failed where. playbooks/merge.yml merges both kinds (merge): every host of the
+full inventory found in no part is MISSING. See docs/awx.md.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -18,7 +20,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, MISSING
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PROBLEMS, WARN, host_verdict, severity
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, MISSING, judged
 
 PART_KIND = "continuum.hydra.fleet_part"
 PART_SCHEMA_VERSION = "1.0.0"
@@ -26,6 +29,16 @@ PARTS_DIR = "parts"
 STATS_PREFIX = "hydra_fleet_part_"
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _PART_FILE = re.compile(r"^job-([A-Za-z0-9_-]{1,64})\.json$")
+# A check id as the fleet report's schema has it (dotted, lower case): what an artifact's host_checks may name.
+_CHECK_ID = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)+$")
+
+# An artifact's host_checks, per failing or warning host: {"FAIL": [ids], "ERROR": [ids], "WARN": [ids], "more": n},
+# worst status first, ids in name order within one, a status without ids left out; at most HOST_CHECKS_MAX ids in
+# all, "more" counts the rest. AWX keeps every artifact in its database and copies it into every later workflow
+# node's extra vars: the bound keeps a slice's artifact to a few hundred bytes a host (docs/awx.md).
+HOST_CHECKS = "host_checks"
+HOST_CHECKS_MAX = 8
+MORE = "more"
 
 
 class PartError(ValueError):
@@ -58,10 +71,59 @@ def build_part(hosts: Mapping[str, Mapping[str, Any]], inventory_hosts: Iterable
     }
 
 
-def part_summary(summary: Mapping[str, Any], statuses: Mapping[str, str], workflow_id: str, job_id: str) -> dict[str, Any]:
-    """The slice's set_stats data under its own key: the hydra_fleet summary plus each host's status (no details)."""
-    data = dict(summary, workflow_job_id=workflow_id, job_id=job_id, host_statuses=dict(sorted(statuses.items())))
+def host_checks(checks: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
+    """A host's FAIL, ERROR and WARN check ids as an artifact carries them (HOST_CHECKS_MAX, "more"); None: none.
+
+    The statuses the host's verdict counts (report.judged): a check blocked by a failed root is not one of them,
+    its root is."""
+    problems = sorted(((chk["status"], chk["id"]) for chk in judged(checks) if chk.get("status") in PROBLEMS),
+                      key=lambda status_id: (-severity(status_id[0]), status_id[1]))
+    if not problems:
+        return None
+    carried: dict[str, Any] = {}
+    for status, check_id in problems[:HOST_CHECKS_MAX]:
+        carried.setdefault(status, []).append(check_id)
+    carried[MORE] = max(0, len(problems) - HOST_CHECKS_MAX)
+    return carried
+
+
+def part_summary(summary: Mapping[str, Any], hosts: Mapping[str, Mapping[str, Any]], workflow_id: str, job_id: str) -> dict[str, Any]:
+    """The slice's set_stats data under its own key: the hydra_fleet summary, each host's status, and the check ids
+    of each failing or warning host (host_checks); hosts are the collector's entries."""
+    statuses = dict((name, hosts[name]["status"]) for name in sorted(hosts))
+    carried = {}
+    for name in sorted(hosts):
+        checks = (hosts[name].get("doctor") or {}).get("checks")
+        ids = host_checks(checks) if isinstance(checks, list) else None
+        if ids:
+            carried[name] = ids
+    data = dict(summary, workflow_job_id=workflow_id, job_id=job_id, host_statuses=statuses)
+    data[HOST_CHECKS] = carried
     return {stats_key(job_id): data}
+
+
+def _carried_checks(value: Any, statuses: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """An artifact's host_checks, checked ({} when the slice published none); PartError says what is wrong."""
+    if value is None:
+        return {}  # an artifact of a collection version that carried only the statuses
+    if not isinstance(value, Mapping):
+        raise PartError("host_checks is not a mapping of hosts")
+    for name, carried in value.items():
+        if name not in statuses:
+            raise PartError("host_checks names %r, which is not in its host_statuses" % (name,))
+        if not isinstance(carried, Mapping) or not set(carried) <= set(PROBLEMS + (MORE,)):
+            raise PartError("host_checks of %r is not {FAIL|ERROR|WARN: [check ids], more: count}" % (name,))
+        lists = [carried.get(status, []) for status in PROBLEMS]
+        if not all(isinstance(ids, list) and all(isinstance(i, str) and _CHECK_ID.match(i) for i in ids) for ids in lists):
+            raise PartError("host_checks of %r: FAIL, ERROR and WARN must be lists of dotted check ids" % (name,))
+        more = carried.get(MORE, 0)
+        if not isinstance(more, int) or isinstance(more, bool) or more < 0:
+            raise PartError("host_checks of %r: more is %r, not a count" % (name, more))
+        # The worst status is always carried (worst first), so the ids must give the host the status it is listed with.
+        verdict = host_verdict(dict((status, len(ids)) for status, ids in zip(PROBLEMS, lists)))
+        if verdict != statuses[name]:
+            raise PartError("host_checks of %r make it %s, but its host_statuses say %s" % (name, verdict, statuses[name]))
+    return dict((name, dict(carried)) for name, carried in value.items())
 
 
 def list_part_files(report_dir: str, workflow_id: str) -> list[tuple[str, str]]:
@@ -105,10 +167,24 @@ def parse_part(text: str) -> dict[str, Any]:
     return part
 
 
-def _summary_entry(status: str, key: str) -> dict[str, Any]:
-    return {"status": status, "message": "only the summary (AWX artifact %s) reached the merge: no check details" % key,
-            "failing_checks": [], "warning_checks": [], "roots": [], "doctor": None, "profile": None, "env_setup": None,
-            "class": None}
+def _summary_entry(status: str, key: str, carried: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
+    """A host known from an artifact alone: its status, and the check ids the artifact carried (artifact_checks, which
+    the report's failing checks and actions count), without messages, GPUs or remediations."""
+    entry: dict[str, Any] = {
+        "status": status, "message": "only the summary (AWX artifact %s) reached the merge: no check details" % key,
+        "failing_checks": [], "warning_checks": [], "roots": [], "doctor": None, "profile": None, "env_setup": None,
+        "class": None}
+    if not carried:
+        return entry
+    note = "no details: only the AWX artifact %s reached the merge" % key
+    entry["artifact_checks"] = [{"id": check_id, "status": status, "message": note}
+                                for status in PROBLEMS for check_id in carried.get(status) or []]
+    entry["failing_checks"] = [c["id"] for c in entry["artifact_checks"] if c["status"] in (FAIL, ERROR)]
+    entry["warning_checks"] = [c["id"] for c in entry["artifact_checks"] if c["status"] == WARN]
+    more = carried.get(MORE) or 0
+    entry["message"] = "only the summary (AWX artifact %s) reached the merge: check ids, no details%s" % (
+        key, "; %d more failing or warning check%s not carried" % (more, "" if more == 1 else "s") if more else "")
+    return entry
 
 
 def _missing_entry(message: str) -> dict[str, Any]:
@@ -155,9 +231,14 @@ def merge(files: Iterable[tuple[str, str]], stats: Mapping[str, Any], workflow_i
             continue
         if job_id in parts:
             continue  # the file has everything the summary has, and the details
+        try:
+            carried = _carried_checks(value.get(HOST_CHECKS), statuses)
+        except PartError as exc:
+            problems.append("parts: %s: its check ids are ignored, its host statuses used: %s" % (key, exc))
+            carried = {}
         from_stats.append(key)
         parts[job_id] = {"job_id": job_id, "source": key, "groups": {}, "inventory_hosts": sorted(statuses),
-                         "hosts": dict((h, _summary_entry(s, key)) for h, s in statuses.items())}
+                         "hosts": dict((h, _summary_entry(s, key, carried.get(h))) for h, s in statuses.items())}
     hosts: dict[str, dict[str, Any]] = {}
     groups: dict[str, list[str]] = {}
     given: dict[str, str] = {}

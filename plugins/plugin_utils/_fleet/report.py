@@ -14,7 +14,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._results import su
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, host_verdict
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import merge_entries
 
-FLEET_SCHEMA_VERSION = "1.4.0"
+FLEET_SCHEMA_VERSION = "1.5.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
 
 # A host's status in the fleet report: its doctor verdict (_status.HOST_VERDICTS), or one of these when doctor gave none.
@@ -145,6 +145,12 @@ def no_hosts_message(pattern: Any) -> str:
     return "no host matched the play's hosts pattern %r (inventory, hydra_hosts, --limit): nothing was checked" % shown
 
 
+def reported_checks(entry: Mapping[str, Any]) -> list[Any]:
+    """The checks the report shows for a host: its doctor result's; for a host known from its slice's AWX artifact
+    alone (playbooks/merge.yml, _fleet/parts.py), the failing and warning check ids that artifact carried."""
+    return (entry.get("doctor") or {}).get("checks") or entry.get("artifact_checks") or []
+
+
 def roots(checks: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The host's root causes: each check that blocked others (their ``blocked_by``), with how many it blocked.
 
@@ -176,7 +182,7 @@ def build_report(hosts: Mapping[str, dict[str, Any]], generated_at: Optional[str
     for name in sorted(hosts):
         entry = hosts[name]
         totals[entry["status"]] += 1
-        for chk in (entry["doctor"] or {}).get("checks") or []:
+        for chk in reported_checks(entry):
             counts = check_counts.get(chk["id"])
             if counts is None:
                 counts = check_counts[chk["id"]] = dict((status, 0) for status in STATUSES)

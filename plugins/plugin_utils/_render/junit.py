@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
 from ansible_collections.continuum.hydra.plugins.module_utils._workload.run import SKIPPED as RUN_SKIPPED
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED, reported_checks
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
@@ -88,7 +88,7 @@ def _host_cases(host: str, entry: Mapping[str, Any], drift_items: Optional[Seque
     if doctor is None and entry["status"] in NOT_JUDGED:
         yield CASE_ERROR, (host, "host.reachable", CASE_ERROR, entry.get("message") or entry["status"])
     blocked = views.blocked_counts({"hosts": {host: entry}}, host)
-    for chk in (doctor or {}).get("checks") or []:
+    for chk in reported_checks(entry):
         outcome = _OUTCOME.get(chk.get("status"), CASE_ERROR)
         message = chk.get("message")
         if chk.get("blocked_by") and outcome == SKIPPED and not str(message or "").startswith("blocked by "):

@@ -20,7 +20,7 @@ from typing import Any
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import PROBLEMS, STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, reported_checks
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
@@ -102,7 +102,7 @@ def _host_checks(report: Mapping[str, Any]) -> Iterator[Sample]:
 
 def _check_problems(report: Mapping[str, Any]) -> Iterator[Sample]:
     for host, entry in sorted(report["hosts"].items()):
-        for chk in (entry.get("doctor") or {}).get("checks") or []:
+        for chk in reported_checks(entry):
             if chk.get("status") in PROBLEMS:
                 yield [("host", host), ("check", chk.get("id")), ("status", chk["status"])], 1
 
