@@ -98,6 +98,22 @@ KEYS: tuple[Key, ...] = (
     Key("disk_min_free_gb", "number", None, "free space in GiB below which a disk path is WARN", DOCTOR),
     Key("ib_rate_gbps", "number", None, "minimum rate of every InfiniBand port in Gb/s (e.g. 400 for NDR)", DOCTOR),
     Key("ib_devices", "list", None, "RDMA devices network.ib_ports judges (default: all under /sys/class/infiniband)", DOCTOR),
+    # doctor hands these to the fleet report, which judges interconnect counters across runs (checks/interconnect.py,
+    # plugin_utils/_fleet/interconnect.py, docs/interconnect.md: each default and its source)
+    Key("ib_symbol_error_per_hour", "number", 120, "symbol_error rate per port above which the fleet report FAILs it (IBTA BER 1e-12)", DOCTOR),
+    Key("ib_link_downed_max", "int", 0, "link_downed increments per port between two runs above which the fleet report FAILs it", DOCTOR),
+    Key("ib_link_error_recovery_per_minute", "number", 5, "link_error_recovery rate per port above which the fleet report WARNs", DOCTOR),
+    Key("ib_port_rcv_errors_per_second", "number", 10, "port_rcv_errors rate per port above which the fleet report WARNs", DOCTOR),
+    Key("ib_port_xmit_discards_per_second", "number", 100, "port_xmit_discards rate per port above which the fleet report WARNs", DOCTOR),
+    Key("nvlink_crc_errors_per_second", "number", 100,
+        "NVLink CRC error rate per link from which the fleet report FAILs (any increase WARNs)", DOCTOR),
+    Key("nvlink_replay_recovery_max", "int", 0,
+        "NVLink replay + recovery errors per link between two runs above which the fleet report FAILs", DOCTOR),
+    Key("pcie_aer_correctable_per_minute", "number", 8,
+        "correctable PCIe AER errors per minute of a GPU or NIC above which the fleet report WARNs", DOCTOR),
+    Key("interconnect_clean_runs", "int", 3, "clean runs after which an interconnect finding (a flap, a rate) closes itself", DOCTOR),
+    Key("nvlink_domain", "str", None,
+        "multi-node NVLink domain (GB200/GB300 rack) of the host: hosts of one name must share one fabric cluster UUID and clique", DOCTOR),
     # doctor: the node-local SLURM health check's last result (checks/healthcheck.py, docs/slurm_healthcheck.md)
     Key("healthcheck_max_age_hours", "number", 24, "hours after which slurm.healthcheck holds hydra-healthcheck's last.json stale", DOCTOR),
     # doctor and the tenant_guard role: tenant SLOs and noisy neighbours (checks/tenant.py, docs/tenant-slos.md)

@@ -24,8 +24,9 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.env_drift i
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.error_counters import analyse_error_counters
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts import host_facts
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_records
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.interconnect import analyse_interconnect
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import DEFAULT_THRESHOLD, analyse_placement
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, OPTIONAL_STATUSES
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, OPTIONAL_STATUSES, add_actions
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers, merge_history
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import BATCH_FIGURE, analyse_workloads, batch_profiles
 
@@ -109,6 +110,15 @@ def _history_stragglers(report: Mapping[str, Any], fold: history_mod.HistoryFold
     merge_history(report["analysis"]["stragglers"], slow, judged, host_class, gpu_info, fold.straggler_rule)
 
 
+def _interconnect(report: dict[str, Any], host_class: Mapping[str, Optional[str]],
+                  previous: Optional[Mapping[str, Mapping[str, Any]]]) -> None:
+    """Interconnect rates, flaps, peers and NVLink domains (_fleet/interconnect.py); its actions join the report's."""
+    section = analyse_interconnect(report["hosts"], host_class, previous)
+    report["analysis"]["interconnect"] = section
+    if section is not None:
+        add_actions(report, section["actions"])
+
+
 def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -> dict[str, Any]:
     """Add ``analysis`` (and each host's ``class``) to the report; returns the report."""
     options = options or AnalysisOptions()
@@ -152,12 +162,15 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
             options.batch.get("memory_per_sample_mib"), BATCH_FIGURE if by_workload else metric,
             generated_at=report.get("generated_at"), workload=metric if by_workload else None)
     report["analysis"] = analysis
-    if options.history is not None:
+    if options.history is None:
+        _interconnect(report, host_class, None)
+    else:
         rule = dict(history_mod.DEFAULT_RULE, **(options.history_rule or {}))
         fold = history_mod.HistoryFold(rule["ewma_alpha"], options.straggler_rule, host_class)
         for snap in options.history:
             fold.add(snap)
             del snap  # not held while the next one is read
+        _interconnect(report, host_class, fold.interconnect)  # against each host's last reading, before this run's
         if fold.window > 1:
             _history_stragglers(report, fold, profiles, host_class)
         options.current_snapshot = history_mod.snapshot(report)

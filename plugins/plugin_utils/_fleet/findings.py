@@ -21,6 +21,12 @@ probe failed: the blocking check is the finding) is not a finding of its own; SK
   not that one happened), so only reboots move the ladder. Host-level findings have ``escalation: null``.
 - Closed findings are dropped from the store once their acknowledgement is older than ``CLOSED_KEEP_DAYS``
   and they were not seen since.
+- Interconnect findings (the fleet analysis's rates, flaps, peer ports and NVLink domains: report
+  ``analysis.interconnect.findings``, _fleet/interconnect.py) are one (host, id, ``subject``: the port, link or
+  device). They close themselves after ``clears_after`` runs in a row that read the host's interconnect without
+  them (``clean_runs`` counts; acknowledged ``by`` continuum.hydra), and reopen when seen again. One seen
+  REPEAT_EVENTS times within REPEAT_WINDOW (NVSentinel's rule: 3 degradation events in an hour escalate) gets
+  escalation level 3 (``sightings`` keeps the last run times).
 
 ``update()``, ``listing()`` and ``acknowledge()`` are pure; ``read_store`` / ``write_store`` do the file I/O
 (the callback and the ``continuum.hydra.findings_ack`` action both run on the controller).
@@ -38,6 +44,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PROBLEMS, severity, worst
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import state_files
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.interconnect import hosts_read
 
 STORE_NAME = "findings.json"
 STORE_KIND = "continuum.hydra.findings"
@@ -50,6 +57,10 @@ LADDER = {
     2: "reboot the host (the GPU reset did not hold)",
     3: "drain the host and open a hardware ticket (RMA) with the GPU's evidence",
 }
+# Repeated interconnect degradation escalates: NVSentinel's NIC monitor, 3 non-fatal events in 1 hour.
+REPEAT_EVENTS = 3
+REPEAT_WINDOW = datetime.timedelta(hours=1)
+CLEARED_BY = "continuum.hydra"
 # Level 1 for an AMD GPU (the doctor check names it with vendor "amd"): the amd-smi reset.
 AMD_RESET = "reset the GPU (drain its jobs, then amd-smi reset --gpureset --gpu <index>)"
 
@@ -65,7 +76,7 @@ def empty_state() -> dict[str, Any]:
 
 
 def _key(finding: Mapping[str, Any]) -> Key:
-    return (finding["host"], finding["check_id"], finding.get("gpu_uuid") or "")
+    return (finding["host"], finding["check_id"], finding.get("gpu_uuid") or finding.get("subject") or "")
 
 
 def _sightings(report: Mapping[str, Any]) -> Iterable[tuple[str, Optional[str], Mapping[str, Any], Optional[Mapping[str, Any]]]]:
@@ -93,8 +104,22 @@ def _new(host: str, chk: Mapping[str, Any], gpu: Optional[Mapping[str, Any]], bo
             "boot_id": boot, "reboots": [], "escalation": None}
 
 
+def _repeated(finding: Mapping[str, Any]) -> Optional[dict[str, Any]]:
+    """Level 3 for an interconnect finding seen REPEAT_EVENTS times within REPEAT_WINDOW; None otherwise."""
+    times = [t for t in (_parse_time(x) for x in finding.get("sightings") or []) if t is not None][-REPEAT_EVENTS:]
+    if len(times) < REPEAT_EVENTS or times[-1] - times[0] > REPEAT_WINDOW:
+        return None
+    return {"level": max(LADDER), "action": "drain the host and replace the cable, transceiver or card of %s (open a ticket "
+            "with the vendor if it is the card)" % finding.get("subject"),
+            "why": "%s on %s %d times within %s (NVSentinel's repeat rule: %d events in an hour escalate)" % (
+                finding["check_id"], finding.get("subject"), len(times), times[-1] - times[0], REPEAT_EVENTS)}
+
+
 def escalation(finding: Mapping[str, Any]) -> Optional[dict[str, Any]]:
-    """The ladder step of a GPU FAIL finding: {level, action, why}; None for other findings."""
+    """The ladder step of a GPU FAIL finding: {level, action, why}; an interconnect finding's repeat escalation;
+    None for other findings."""
+    if finding.get("subject"):
+        return _repeated(finding)
     if not finding.get("gpu_uuid") or finding.get("status") != FAIL:
         return None
     reboots = finding.get("reboots") or []
@@ -155,11 +180,44 @@ def update(previous: Mapping[str, Any], report: Mapping[str, Any], now: Optional
         finding["message"] = chk.get("message") or ""
         finding["last_seen"] = now
         finding["times_seen"] = int(finding.get("times_seen") or 0) + 1
+    _interconnect(findings, report, now)
     clock = _parse_time(now)
     kept = [f for f in findings.values() if not _expired(f, clock)]
     for finding in kept:
         finding["escalation"] = escalation(finding)
     return {"schema_version": STORE_SCHEMA_VERSION, "kind": STORE_KIND, "updated_at": now, "findings": _ordered(kept)}
+
+
+def _interconnect(findings: dict[Key, dict[str, Any]], report: Mapping[str, Any], now: str) -> None:
+    """Fold the run's interconnect findings in; close an open one whose host was read again without it ``clears_after``
+    runs in a row."""
+    section = ((report.get("analysis") or {}).get("interconnect")) or {}
+    seen: set[Key] = set()
+    for item in section.get("findings") or []:
+        key = (item["host"], item["check_id"], item["subject"])
+        finding = findings.get(key)
+        if finding is None:
+            boot = ((((report.get("hosts") or {}).get(item["host"]) or {}).get("doctor") or {}).get("environment") or {}).get("boot_id")
+            finding = findings[key] = _new(item["host"], {"id": item["check_id"], "status": item["status"]}, None, boot, now)
+            finding["subject"] = item["subject"]
+        if key in seen:
+            finding["status"] = worst([finding["status"], item["status"]])
+            continue
+        seen.add(key)
+        if not finding.get("open"):
+            finding["open"], finding["acknowledged"] = True, None
+        finding.update(status=worst([finding.get("status") or item["status"], item["status"]]), message=item["message"],
+                       last_seen=now, times_seen=int(finding.get("times_seen") or 0) + 1, clears_after=item["clears_after"],
+                       clean_runs=0, sightings=(list(finding.get("sightings") or []) + [now])[-REPEAT_EVENTS:])
+    read = hosts_read(section)
+    for key, finding in findings.items():
+        if key in seen or not finding.get("open") or not finding.get("clears_after") or finding["host"] not in read:
+            continue
+        finding["clean_runs"] = int(finding.get("clean_runs") or 0) + 1
+        if finding["clean_runs"] >= finding["clears_after"]:
+            finding["open"] = False
+            finding["acknowledged"] = {"by": CLEARED_BY, "at": now,
+                                       "note": "cleared itself after %d clean runs" % finding["clean_runs"]}
 
 
 def _ordered(findings: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -202,10 +260,12 @@ def acknowledge(state: Mapping[str, Any], hosts: Iterable[str], checks: Iterable
 
 
 def describe(finding: Mapping[str, Any]) -> str:
-    """One line naming a finding: host, check, GPU."""
+    """One line naming a finding: host, check, GPU (or the port, link or device of an interconnect finding)."""
     gpu = ""
     if finding.get("gpu_uuid"):
         gpu = " GPU %s %s" % (finding.get("gpu_index") if finding.get("gpu_index") is not None else "?", finding["gpu_uuid"])
+    if finding.get("subject"):
+        gpu = " %s" % finding["subject"]
     return "%s %s%s" % (finding["host"], finding["check_id"], gpu)
 
 
@@ -261,6 +321,11 @@ FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 OPTIONAL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "gpu_vendor": (lambda v: v is None or isinstance(v, str), "a string or null"),
+    # interconnect findings (_interconnect above)
+    "subject": (lambda v: v is None or _is_text(v), "a non-empty string or null"),
+    "clears_after": (lambda v: v is None or (_is_count(v) and v > 0), "a number of runs (a whole number >= 1) or null"),
+    "clean_runs": (_is_count, "a count (a whole number >= 0)"),
+    "sightings": (lambda v: isinstance(v, list) and all(_is_time(t) for t in v), "a list of ISO 8601 times"),
 }
 
 

@@ -221,6 +221,13 @@ def _add_action(actions: dict[tuple[str, str], dict[str, Any]], chk: Mapping[str
     action["hosts"].append(host)
 
 
+def add_actions(report: dict[str, Any], found: Iterable[Mapping[str, Any]]) -> None:
+    """Actions of the fleet analysis (interconnect rates, flaps, peers: {check_id, status, remediation, hosts,
+    host_count, subjects}) ranked among the doctor checks' by the same order."""
+    merged = list(report["actions"]) + [dict(action) for action in found]
+    report["actions"] = sorted(merged, key=lambda a: (_ACTION_RANK[a["status"]], -a["host_count"], a["check_id"]))
+
+
 def _ranked(actions: Mapping[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for action in actions.values():

@@ -10,7 +10,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAIL, FAILED, HEALTHY, UNREACHABLE, WARNING
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAIL, FAILED, HEALTHY, PASS, UNREACHABLE, WARNING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, NOT_JUDGED, TASK_FAILED, UNCHECKED
 
 PROBLEM_STATUSES = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED, MISSING)
@@ -154,7 +154,7 @@ def open_finding_rows(report: Mapping[str, Any]) -> list[FindingRow]:
     for item in report.get("findings") or []:
         if not item.get("open"):
             continue
-        gpu = "GPU %s %s" % (item.get("gpu_index"), item["gpu_uuid"]) if item.get("gpu_uuid") else ""
+        gpu = "GPU %s %s" % (item.get("gpu_index"), item["gpu_uuid"]) if item.get("gpu_uuid") else item.get("subject") or ""
         step = item.get("escalation") or {}
         rows.append((item["host"], gpu, item["check_id"], item["status"], str(item.get("first_seen") or "")[:10],
                      str(item.get("last_seen") or "")[:10], int(item.get("times_seen") or 0), step.get("action") or "",
@@ -243,3 +243,83 @@ def placement_line(report: Mapping[str, Any]) -> str:
     if section["unscored"]:
         text += "; %d host%s not scored" % (len(section["unscored"]), "" if len(section["unscored"]) == 1 else "s")
     return text
+
+
+# ---------------------------------------------------------------- interconnect (_fleet/interconnect.py)
+
+# (status, host, subject, counter, rate "250/hour" or "+2", limit "120/hour" or "any increase", interval "2.0 h")
+InterconnectRow = tuple[str, str, str, str, str, str, str]
+
+
+def interconnect(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's ``analysis.interconnect`` section, {} when no host read an interconnect counter."""
+    return analysis(report).get("interconnect") or {}
+
+
+def _rate_text(row: Mapping[str, Any]) -> tuple[str, str]:
+    if row["unit"] == "count":
+        return "+%d" % row["delta"], "more than %s" % number(row["limit"]) if row["limit"] else "any increase"
+    return "%s%s/%s" % ("at least " if row.get("at_least") else "", number(row["rate"]), row["unit"]), \
+        "%s/%s" % (number(row["limit"]), row["unit"])
+
+
+def interconnect_rate_rows(report: Mapping[str, Any]) -> list[InterconnectRow]:
+    """The ports, links and devices whose counters grew since the last run, worst first (breaches, then the rest)."""
+    rows = []
+    for row in interconnect(report).get("rates") or []:
+        rate, limit = _rate_text(row)
+        rows.append((row["status"], row["host"], row["subject"], row["counter"], rate, limit, "%.1f h" % row["interval_h"]))
+    return rows
+
+
+def interconnect_flap_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(host, port or GPU, what changed) for each flap since the last run."""
+    return [(f["host"], f["subject"], f["change"]) for f in interconnect(report).get("flaps") or []]
+
+
+def interconnect_peer_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
+    """(status, host, port, what it is, what its class has, peers that have it so) for each port off its peers."""
+    rows = []
+    for peer in interconnect(report).get("peers") or []:
+        expected = "ACTIVE at %s Gb/s" % number(peer["expected_rate_gbps"]) if peer["expected_rate_gbps"] is not None else "ACTIVE"
+        rows.append((peer["status"], peer["host"], peer["subject"], peer["problem"],
+                     "%s on %d of %d hosts" % (expected, peer["peers_up"], peer["hosts"]), ", ".join(peer["peers"])))
+    return rows
+
+
+def interconnect_domain_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(host, NVLink domain, what its GPUs report, the domain's cluster and clique, hosts that agree) per host off its rack group."""
+    return [(o["host"], o["domain"], o["seen"], "cluster %s clique %s" % (o["expected_cluster_uuid"], o["expected_clique_id"]),
+             ", ".join(o["peers"])) for o in (interconnect(report).get("nvlink_domains") or {}).get("off") or []]
+
+
+def interconnect_reset_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(host, subject, why no rate this run) for each reset interval and each counter that could not be judged."""
+    section = interconnect(report)
+    rows = [(r["host"], r["subject"], "interval restarted: %s" % r["reason"]) for r in section.get("resets") or []]
+    rows.extend((u["host"], "%s %s" % (u["subject"], u["counter"]), u["reason"]) for u in section.get("unknown") or [])
+    return rows
+
+
+def interconnect_line(report: Mapping[str, Any]) -> str:
+    """One sentence: hosts read, first readings, resets, breaches, flaps, ports off their peers, hosts off their domain."""
+    section = interconnect(report)
+    if not section:
+        return ""
+    hosts = section.get("hosts") or {}
+    counts = section.get("counts") or {}
+    first = sum(1 for how in hosts.values() if how == "first reading")
+    breaches = [r for r in section.get("rates") or [] if r["status"] != PASS]
+    parts = ["%d host%s read" % (len(hosts), "" if len(hosts) == 1 else "s")]
+    if first:
+        parts.append("%d first reading%s (lifetime totals only)" % (first, "" if first == 1 else "s"))
+    for key, one, many in (("resets", "reset interval", "reset intervals"), ("flaps", "flap", "flaps"),
+                           ("peers", "port off its peers", "ports off their peers")):
+        if counts.get(key):
+            parts.append("%d %s" % (counts[key], one if counts[key] == 1 else many))
+    off = len((section.get("nvlink_domains") or {}).get("off") or [])
+    if off:
+        parts.append("%d host%s off its NVLink domain" % (off, "" if off == 1 else "s"))
+    worst = "; worst: %s %s %s %s" % (breaches[0]["host"], breaches[0]["subject"], breaches[0]["counter"],
+                                      _rate_text(breaches[0])[0]) if breaches else ""
+    return "Interconnect: %s; %d rate%s over the limit%s" % (", ".join(parts), len(breaches), "" if len(breaches) == 1 else "s", worst)

@@ -212,6 +212,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     yield "</section>\n"
     yield from _workloads(report)
     yield from _placement(report)
+    yield from _interconnect(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -307,6 +308,45 @@ def _placement(report: Mapping[str, Any]) -> Iterator[str]:
     if unscored:
         yield from _table(["host", "not scored because"], (
             (' data-host="%s"' % esc(u["host"]), [_td(u["host"]), _td(u["reason"])]) for u in unscored))
+    yield "</section>\n"
+
+
+def _interconnect(report: Mapping[str, Any]) -> Iterator[str]:
+    """Error rates across runs, flaps, ports off their peers, hosts off their NVLink domain."""
+    line = views.interconnect_line(report)
+    if not line:
+        return
+    yield '<section id="interconnect"><h2>Interconnect</h2>\n<p>%s.</p>\n' % esc(line)
+    rates = views.interconnect_rate_rows(report)
+    if rates:
+        yield "<h3>Worst ports and links by rate</h3>\n"
+        yield from _table(["status", "host", "port / link / device", "counter", "since the last run", "limit", "interval"], (
+            (' data-host="%s" data-status="%s"' % (esc(h), esc(st)),
+             ["<td>%s</td>" % esc(st), _td(h), _td(sub), _td(c), _td(r, True), _td(lim, True), _td(i, True)])
+            for st, h, sub, c, r, lim, i in rates), "interconnect-rate-table")
+    flaps = views.interconnect_flap_rows(report)
+    if flaps:
+        yield "<h3>Flaps</h3>\n"
+        yield from _table(["host", "port / GPU", "since the last run"], (
+            (' data-host="%s"' % esc(h), [_td(h), _td(sub), _td(ch)]) for h, sub, ch in flaps), "interconnect-flap-table")
+    peers = views.interconnect_peer_rows(report)
+    if peers:
+        yield "<h3>Ports off their peers</h3>\n"
+        yield from _table(["status", "host", "port", "is", "its class has it", "peers"], (
+            (' data-host="%s" data-status="%s"' % (esc(h), esc(st)),
+             ["<td>%s</td>" % esc(st), _td(h), _td(p), _td(what), _td(want), _td(names or None)])
+            for st, h, p, what, want, names in peers), "interconnect-peer-table")
+    domains = views.interconnect_domain_rows(report)
+    if domains:
+        yield "<h3>Hosts off their NVLink domain</h3>\n"
+        yield from _table(["host", "NVLink domain", "its GPUs report", "the domain has", "hosts that agree"], (
+            (' data-host="%s"' % esc(h), [_td(h), _td(d), _td(seen), _td(want), _td(names or None)])
+            for h, d, seen, want, names in domains), "interconnect-domain-table")
+    resets = views.interconnect_reset_rows(report)
+    if resets:
+        yield "<h3>Not judged this run</h3>\n"
+        yield from _table(["host", "port / link / device", "why"], (
+            (' data-host="%s"' % esc(h), [_td(h), _td(sub), _td(why)]) for h, sub, why in resets), "interconnect-reset-table")
     yield "</section>\n"
 
 

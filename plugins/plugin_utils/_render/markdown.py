@@ -147,6 +147,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         yield "No stragglers.\n\n"
     yield from _workloads(report)
     yield from _placement(report)
+    yield from _interconnect(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -208,6 +209,37 @@ def _placement(report: Mapping[str, Any]) -> Iterator[str]:
     unscored = views.placement(report)["unscored"]
     if unscored:
         yield from _table(["host", "not scored because"], ([md(u["host"]), md(u["reason"])] for u in unscored))
+
+
+def _interconnect(report: Mapping[str, Any]) -> Iterator[str]:
+    """Error rates across runs, flaps, ports off their peers, hosts off their NVLink domain (none of it without readings)."""
+    line = views.interconnect_line(report)
+    if not line:
+        return
+    yield "## Interconnect\n\n%s.\n\n" % md(line, cell=False, line_start=True)
+    rates = views.interconnect_rate_rows(report)
+    if rates:
+        yield "### Worst ports and links by rate\n\n"
+        yield from _table(["status", "host", "port / link / device", "counter", "since the last run", "limit", "interval"], (
+            [md(st), md(h), md(sub), md(c), md(r), md(lim), md(i)] for st, h, sub, c, r, lim, i in rates))
+    flaps = views.interconnect_flap_rows(report)
+    if flaps:
+        yield "### Flaps\n\n"
+        yield from _table(["host", "port / GPU", "since the last run"], ([md(h), md(sub), md(ch)] for h, sub, ch in flaps))
+    peers = views.interconnect_peer_rows(report)
+    if peers:
+        yield "### Ports off their peers\n\n"
+        yield from _table(["status", "host", "port", "is", "its class has it", "peers"], (
+            [md(st), md(h), md(p), md(what), md(want), md(names) or "-"] for st, h, p, what, want, names in peers))
+    domains = views.interconnect_domain_rows(report)
+    if domains:
+        yield "### Hosts off their NVLink domain\n\n"
+        yield from _table(["host", "NVLink domain", "its GPUs report", "the domain has", "hosts that agree"], (
+            [md(h), md(d), md(seen), md(want), md(names) or "-"] for h, d, seen, want, names in domains))
+    resets = views.interconnect_reset_rows(report)
+    if resets:
+        yield "### Not judged this run\n\n"
+        yield from _table(["host", "port / link / device", "why"], ([md(h), md(sub), md(why)] for h, sub, why in resets))
 
 
 def _workloads(report: Mapping[str, Any]) -> Iterator[str]:

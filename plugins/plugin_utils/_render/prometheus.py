@@ -137,6 +137,31 @@ def _run(labels: list[tuple[str, object]], result: Mapping[str, Any]) -> Labels:
     return labels + [("run", result["run"])] if result["run"] > 1 else labels
 
 
+def _interconnect_families(section: Mapping[str, Any]) -> list[tuple[str, str, Iterable[Sample]]]:
+    """Per port, link and PCI function: the error rate since the last run, its limit, flaps, ports off their peers."""
+    if not section:
+        return []
+    rates = section.get("rates") or []
+
+    def rate_labels(row: Mapping[str, Any]) -> list[tuple[str, object]]:
+        return [("host", row["host"]), ("kind", row["kind"]), ("subject", row["subject"]), ("counter", row["counter"]),
+                ("unit", row["unit"])]
+    return [
+        ("interconnect_error_rate", "Increase of an interconnect error counter since the host's last run, per unit (unit "
+         "label: second, minute or hour; count: the increase itself), for each port, NVLink link or PCI function whose "
+         "counter grew (docs/interconnect.md).", ((rate_labels(r), r["rate"]) for r in rates)),
+        ("interconnect_error_limit", "The limit the rate is judged against (the host's hydra_expect or the default).",
+         ((rate_labels(r), r["limit"]) for r in rates)),
+        ("interconnect_over_limit", "1 when the rate is over its limit, labelled with the status it gets (WARN, FAIL).",
+         ((rate_labels(r) + [("status", r["status"])], 1) for r in rates if r["status"] in PROBLEMS)),
+        ("interconnect_flap", "1 for a port whose state or link_downed changed, or an NVLink link that went down or came "
+         "back, since the host's last run.", (([("host", f["host"]), ("kind", f["kind"]), ("subject", f["subject"])], 1)
+                                              for f in section.get("flaps") or [])),
+        ("interconnect_peer_port", "1 for a port down, missing or slower on this host while most of its class has it ACTIVE.",
+         (([("host", p["host"]), ("subject", p["subject"]), ("status", p["status"])], 1) for p in section.get("peers") or [])),
+    ]
+
+
 def render(report: Mapping[str, Any]) -> Iterator[str]:
     """The textfile in pieces."""
     analysis = views.analysis(report)
@@ -179,6 +204,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
                          "to the job's CPUs; docs/topology.md).",
                          (([("host", host), ("gpu", g["gpu"])], g["score"]) for host, entry in sorted(placed.items())
                           for g in entry["gpus"] if g["score"] is not None)))
+    families.extend(_interconnect_families(views.interconnect(report)))
     history = analysis.get("history") or {}
     if history:
         families.append(("repeat_offender_runs", "Runs of the retained history in which this GPU or host failed.",

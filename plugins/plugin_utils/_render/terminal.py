@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL, FAILED, HEALTHY, UNREACHABLE, WARN, WARNING
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL, FAILED, HEALTHY, PASS, UNREACHABLE, WARN, WARNING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, NOT_JUDGED, TASK_FAILED, UNCHECKED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import escaped_controls
@@ -96,6 +96,7 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
     placement = views.placement_line(report)
     if placement:
         lines.append((placement, _COLOURS[WARN] if views.placement_rows(report) else None))
+    lines.extend(_interconnect_lines(report))
     for path in paths:
         lines.append(("Report: %s" % path, None))
     evidence = report.get("evidence") or []
@@ -170,6 +171,20 @@ def _analysis_lines(report: Mapping[str, Any]) -> list[Line]:
             lines.append(("Batch plan: %d samples over %d GPUs by %s, step time %s vs uniform batches" % (
                 plan["global_batch_size"], plan["gpus_planned"], plan["metric"],
                 views.percent_change(1.0 - plan["expected_step_time_gain"])), None))
+    return lines
+
+
+def _interconnect_lines(report: Mapping[str, Any]) -> list[Line]:
+    """The interconnect sentence, then the worst breaches (the report's actions name the steps)."""
+    line = views.interconnect_line(report)
+    if not line:
+        return []
+    breaches = [r for r in views.interconnect_rate_rows(report) if r[0] != PASS]
+    lines: list[Line] = [(line, _COLOURS[breaches[0][0]] if breaches else None)]
+    for status, host, subject, counter, rate, limit, interval in breaches[:MAX_HOSTS_SHOWN]:
+        lines.append(("  %-5s %s %s %s %s over %s (limit %s)" % (status, host, subject, counter, rate, interval, limit), _COLOURS[status]))
+    if len(breaches) > MAX_HOSTS_SHOWN:
+        lines.append(("  ... and %d more over the limit" % (len(breaches) - MAX_HOSTS_SHOWN), None))
     return lines
 
 

@@ -16,6 +16,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
     dcgm,
     gpu,
     healthcheck,
+    interconnect,
     registry,
     rvs,
     stack,
@@ -25,7 +26,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 )
 
 # The published order of the catalogue (docs/checks.md, results): the software stack, then GPUs, then the system.
-CATALOGUE = [chk for module in (stack, gpu, amd, topology, dcgm, rvs, active, system, healthcheck, tenant)
+CATALOGUE = [chk for module in (stack, gpu, amd, topology, dcgm, rvs, active, system, interconnect, healthcheck, tenant)
              for chk in registry.registered() if chk.func.__module__ == module.__name__]
 
 # Root causes: probe name -> the check that exists to report that probe's failure (its root check). When the probe

@@ -30,6 +30,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import gpu as gpu_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import healthcheck as healthcheck_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import interconnect as interconnect_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import rvs as rvs_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import stack as stack_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import system as system_probes
@@ -58,6 +59,9 @@ PROBES: dict[str, Callable[..., Any]] = {
     "disk_space": system_probes.probe_disk_space,
     "time_sync": system_probes.probe_time_sync,
     "infiniband": system_probes.probe_infiniband,
+    "ib_counters": interconnect_probes.probe_ib_counters,
+    "pcie_aer": interconnect_probes.probe_pcie_aer,
+    "nvlink_errors": interconnect_probes.probe_nvlink_errors,
     "dcgm_diag": dcgm_probes.probe_dcgm_diag,
     "rvs": rvs_probes.probe_rvs,
     "topology": topology_probes.probe_topology,
@@ -83,11 +87,14 @@ PROBE_LEVELS = {
     "numa": levels.QUICK,
     "disk_space": levels.QUICK,
     "infiniband": levels.QUICK,
+    "ib_counters": levels.QUICK,
+    "pcie_aer": levels.QUICK,
     "healthcheck_last": levels.QUICK,
     "nvml": levels.STANDARD,
     "kernel_log": levels.STANDARD,
     "amdgpu_log": levels.STANDARD,
     "nvlink": levels.STANDARD,
+    "nvlink_errors": levels.STANDARD,
     "fabric_manager": levels.STANDARD,
     "torch": levels.STANDARD,
     "nvcc": levels.STANDARD,

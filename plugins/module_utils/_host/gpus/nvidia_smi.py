@@ -323,7 +323,12 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
         "max_clocks": _clocks(gpu.find("max_clocks")),
         "applications_clocks": _clocks(gpu.find("applications_clocks")),
         "default_applications_clocks": _clocks(gpu.find("default_applications_clocks")),
-        "fabric": {"state": value_at(gpu, "fabric/state"), "status": value_at(gpu, "fabric/status")},
+        # Multi-node NVLink (GB200/GB300, driver 550+): the partition (clique) and NVLink domain (cluster UUID) the
+        # GPU joined, and the fabric's own health summary and bandwidth (Full / Degraded).
+        "fabric": {"state": value_at(gpu, "fabric/state"), "status": value_at(gpu, "fabric/status"),
+                   "clique_id": number_at(gpu, "fabric/cliqueId"), "cluster_uuid": value_at(gpu, "fabric/clusterUuid"),
+                   "health_summary": value_at(gpu, "fabric/health/summary"),
+                   "bandwidth": value_at(gpu, "fabric/health/bandwidth")},
     }
     unreadable: dict[str, str] = {}
     result = _take_unreadable(record, "", unreadable)
