@@ -111,12 +111,13 @@ def _history_stragglers(report: Mapping[str, Any], fold: history_mod.HistoryFold
 
 
 def _interconnect(report: dict[str, Any], host_class: Mapping[str, Optional[str]],
-                  previous: Optional[Mapping[str, Mapping[str, Any]]]) -> None:
+                  previous: Optional[Mapping[str, str]]) -> None:
     """Interconnect rates, flaps, peers and NVLink domains (_fleet/interconnect.py); its actions join the report's."""
     section = analyse_interconnect(report["hosts"], host_class, previous)
     report["analysis"]["interconnect"] = section
     if section is not None:
         add_actions(report, section["actions"])
+        report["analysis"]["problems"].extend(section["problems"])
 
 
 def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -> dict[str, Any]:

@@ -90,7 +90,7 @@ def snapshot(report: Mapping[str, Any]) -> dict[str, Any]:
                        "failing": host_failing, "gpus": gpus}
         counters = interconnect.reading(entry)
         if counters is not None:  # the interconnect counters the next run's rates start from (_fleet/interconnect.py)
-            hosts[name]["interconnect"] = counters
+            hosts[name]["interconnect"] = interconnect.stored(counters)
     return {"schema_version": SNAPSHOT_SCHEMA_VERSION, "kind": SNAPSHOT_KIND, "generated_at": report["generated_at"],
             "hosts": hosts}
 
@@ -115,14 +115,14 @@ class HistoryFold:
         self.host_class = host_class or {}   # this run's classes, for snapshots written before they carried one
         # (kind, owner) -> {metric: deque of the last ``window`` (run, robust z, ratio, value, class median)}
         self.recent: dict[tuple[str, str], dict[str, deque[tuple[int, float, float, float, float]]]] = {}
-        self.interconnect: dict[str, dict[str, Any]] = {}  # host -> its latest interconnect reading (one per host)
+        self.interconnect: dict[str, str] = {}  # host -> its latest interconnect reading, as stored (one per host)
 
     def add(self, snap: Mapping[str, Any], score: bool = True) -> None:
         """Fold one snapshot; ``score``: False when score() was already called with it (this run's)."""
         self.runs += 1
         when = snap.get("generated_at")
         for host, record in (snap.get("hosts") or {}).items():
-            if record.get("interconnect") is not None:
+            if isinstance(record.get("interconnect"), str):
                 self.interconnect[host] = record["interconnect"]
             self._measure(("host", host), record.get("figures"))
             self._offend(("host", host), record.get("failing"), when)
@@ -301,9 +301,8 @@ def snapshot_problem(snap: Any) -> Optional[str]:
             return "host %r: figures or failing checks of the wrong type" % host
         if not isinstance(record.get("class"), (str, type(None))) or not isinstance(record.get("gpus"), (dict, type(None))):
             return "host %r: class or gpus of the wrong type" % host
-        problem = interconnect.reading_problem(record.get("interconnect"))
-        if problem is not None:
-            return "host %r: %s" % (host, problem)
+        if not isinstance(record.get("interconnect"), (str, type(None))):
+            return "host %r: interconnect reading of the wrong type" % host  # its content is checked when it is used
         for uuid, gpu in (record.get("gpus") or {}).items():
             if not isinstance(gpu, dict) or not _figures_ok(gpu.get("figures")) or not _failing_ok(gpu.get("failing")):
                 return "GPU %r of host %r: not a GPU record" % (uuid, host)

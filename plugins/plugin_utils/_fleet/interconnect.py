@@ -33,11 +33,13 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import json
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Union
 
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._host.ib_counters import counter_max
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, WARN, severity
 
@@ -58,7 +60,14 @@ MAX_PORTS, MAX_GPUS, MAX_DEVICES = 64, 32, 64
 PEER_MIN_HOSTS = 3   # hosts of a class reading a port before its majority says what the port should be
 MAX_ROWS = 200       # rows per list of the report section (worst first); the counts say how many there were
 NAMED_PEERS = 3
-CLEAN_RUNS = 3       # interconnect_clean_runs' default, for a finding whose host sent no thresholds
+
+
+def _default(key: str) -> Any:
+    """A threshold's default: its hydra_expect declaration (_expect.py) is the one place it is written."""
+    return _expect.table()[key]["default"]
+
+
+CLEAN_RUNS = _default("interconnect_clean_runs")   # for a finding whose host sent no thresholds
 
 
 class Rule(NamedTuple):
@@ -73,14 +82,16 @@ class Rule(NamedTuple):
 
 
 RULES: tuple[Rule, ...] = (
-    Rule("ib", "link_downed", "ib_link_downed_max", 0, "count", FAIL,
+    Rule("ib", "link_downed", "ib_link_downed_max", _default("ib_link_downed_max"), "count", FAIL,
          "NVSentinel NIC monitor: any link_downed increment is fatal (running QPs cannot recover)"),
-    Rule("ib", "symbol_error", "ib_symbol_error_per_hour", 120, "hour", FAIL,
+    Rule("ib", "symbol_error", "ib_symbol_error_per_hour", _default("ib_symbol_error_per_hour"), "hour", FAIL,
          "IBTA bit-error rate 1e-12 = 120 symbol errors per hour (NVSentinel symbol_error_fatal)"),
-    Rule("ib", "link_error_recovery", "ib_link_error_recovery_per_minute", 5, "minute", WARN,
+    Rule("ib", "link_error_recovery", "ib_link_error_recovery_per_minute", _default("ib_link_error_recovery_per_minute"), "minute", WARN,
          "NVSentinel: more than 5 per minute is a flapping link (Azure HPC health checks)"),
-    Rule("ib", "port_rcv_errors", "ib_port_rcv_errors_per_second", 10, "second", WARN, "NVSentinel: 10 per second"),
-    Rule("ib", "port_xmit_discards", "ib_port_xmit_discards_per_second", 100, "second", WARN, "NVSentinel: 100 per second"),
+    Rule("ib", "port_rcv_errors", "ib_port_rcv_errors_per_second", _default("ib_port_rcv_errors_per_second"), "second", WARN,
+         "NVSentinel: 10 per second"),
+    Rule("ib", "port_xmit_discards", "ib_port_xmit_discards_per_second", _default("ib_port_xmit_discards_per_second"), "second",
+         WARN, "NVSentinel: 100 per second"),
     Rule("ib", "local_link_integrity_errors", None, 0, "count", FAIL, "NVSentinel: any increment is fatal"),
     Rule("ib", "excessive_buffer_overrun_errors", None, 0, "count", FAIL,
          "NVSentinel: any increment is fatal (the lossless contract is broken)"),
@@ -88,14 +99,14 @@ RULES: tuple[Rule, ...] = (
     Rule("ib", "req_transport_retries_exceeded", None, 0, "count", FAIL, "NVSentinel: any increment is fatal (InfiniBand)"),
     Rule("ib", "roce_slow_restart", None, 10, "second", WARN, "NVSentinel: 10 per second"),
     Rule("ib", "local_ack_timeout_err", None, 1, "second", WARN, "NVSentinel: 1 per second"),
-    Rule("nvlink", "replay_recovery", "nvlink_replay_recovery_max", 0, "count", FAIL,
+    Rule("nvlink", "replay_recovery", "nvlink_replay_recovery_max", _default("nvlink_replay_recovery_max"), "count", FAIL,
          "DCGM health watch: any NVLink replay or recovery error FAILs"),
-    Rule("nvlink", "crc", "nvlink_crc_errors_per_second", 100, "second", FAIL,
+    Rule("nvlink", "crc", "nvlink_crc_errors_per_second", _default("nvlink_crc_errors_per_second"), "second", FAIL,
          "DCGM: NVLink CRC errors matter from 100 per second (dcgm_gpu_hardware_limits.h)"),
     Rule("nvlink", "crc", None, 0, "count", WARN, "DCGM health watch: an NVLink CRC error below that rate WARNs"),
     Rule("aer", "fatal", None, 0, "count", FAIL, "any new uncorrectable (fatal) PCIe error"),
     Rule("aer", "nonfatal", None, 0, "count", FAIL, "any new uncorrectable (non-fatal) PCIe error"),
-    Rule("aer", "correctable", "pcie_aer_correctable_per_minute", 8, "minute", WARN,
+    Rule("aer", "correctable", "pcie_aer_correctable_per_minute", _default("pcie_aer_correctable_per_minute"), "minute", WARN,
          "DCGM: 8 PCIe replays per minute, the driver's recommended maximum (dcgm_gpu_hardware_limits.h)"),
 )
 REMEDIATION = {
@@ -138,6 +149,12 @@ def _time(value: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
+def _compact(fields: dict[str, Any], keep: Iterable[str] = ()) -> dict[str, Any]:
+    """A stored record without its empty fields (no counter, nothing unreadable, no name): what it leaves out reads as
+    empty. ``keep``: fields whose empty value says something (no NVLink link down) and whose None means unknown."""
+    return dict((k, v) for k, v in fields.items() if (k in keep and v is not None) or (v not in (None, [], {})))
+
+
 def _ib_reading(details: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     judged = set(r.counter for r in RULES if r.kind == "ib")
     ports: dict[str, Any] = {}
@@ -151,10 +168,10 @@ def _ib_reading(details: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         counters: Mapping[str, Any] = port["counters"] if isinstance(port.get("counters"), Mapping) else {}
         unreadable: Mapping[str, Any] = port["unreadable"] if isinstance(port.get("unreadable"), Mapping) else {}
         saturated = [n for n in port.get("saturated") or [] if n in judged]
-        ports["%s/%s" % (port.get("device"), port.get("port"))] = {
+        ports["%s/%s" % (port.get("device"), port.get("port"))] = _compact({
             "s": port.get("state"), "r": port.get("rate_gbps"), "fw": port.get("fw_ver"),
             "c": dict((n, v) for n, v in counters.items() if n in judged and _count(v) and v),
-            "u": sorted(n for n in unreadable if n in judged), "sat": sorted(saturated)}
+            "u": sorted(n for n in unreadable if n in judged), "sat": sorted(saturated)})
     time = _time(details.get("read_at"))
     if time is None:
         return None
@@ -175,8 +192,8 @@ def _nvlink_reading(details: Mapping[str, Any], states: Optional[Mapping[str, An
                 if family and _count(value) and value:
                     families.setdefault(str(link), {})[family] = families.get(str(link), {}).get(family, 0) + value
         unreadable = sorted(set(str(key).split()[1] for key in gpu.get("unreadable") or {} if len(str(key).split()) > 2))
-        gpus[str(gpu["uuid"])] = {"i": gpu.get("index"), "n": len(gpu.get("links") or []), "c": families, "u": unreadable,
-                                  "down": down_by_uuid.get(gpu["uuid"])}
+        gpus[str(gpu["uuid"])] = _compact({"i": gpu.get("index"), "n": len(gpu.get("links") or []), "c": families, "u": unreadable,
+                                           "down": down_by_uuid.get(gpu["uuid"])}, keep=("down",))
     time = _time(details.get("read_at"))
     return {"t": time, "g": gpus} if time is not None else None
 
@@ -187,10 +204,10 @@ def _aer_reading(details: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         if not isinstance(device, Mapping) or not device.get("address") or len(devices) == MAX_DEVICES:
             continue
         unreadable: Mapping[str, Any] = device["unreadable"] if isinstance(device.get("unreadable"), Mapping) else {}
-        devices[str(device["address"])] = {
+        devices[str(device["address"])] = _compact({
             "k": device.get("kind"), "g": device.get("gpu_index"), "nm": device.get("name"),
             "c": dict((AER_SHORT[s], device[s]) for s in AER_SHORT if _count(device.get(s)) and device[s]),
-            "u": sorted(AER_SHORT[s] for s in AER_SHORT if s in unreadable or device.get(s) is None)}
+            "u": sorted(AER_SHORT[s] for s in AER_SHORT if s in unreadable or device.get(s) is None)})
     time = _time(details.get("read_at"))
     return {"t": time, "d": devices} if time is not None else None
 
@@ -217,8 +234,10 @@ def reading(entry: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         if section is not None:
             out[kind] = section
             limits = chk["details"].get("thresholds")
-            if isinstance(limits, Mapping):
-                out["lim"].update((k, v) for k, v in limits.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+            if isinstance(limits, Mapping):  # only the host's own values: the defaults are _expect's
+                out["lim"].update((k, v) for k, v in limits.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+                                  and k in _expect.table() and v != _default(k))
+    out = _compact(out)
     return out if any(kind in out for kind in SECTION_CHECKS) else None
 
 
@@ -565,11 +584,35 @@ def _worst_first(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(rows, key=key)
 
 
+def stored(value: Mapping[str, Any]) -> str:
+    """A reading as the history snapshot keeps it: compact JSON text, which the fold holds as one string per host
+    (a parsed reading costs about 7 times its text in memory) and only this run's hosts are parsed again."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _restored(host: str, value: Union[str, Mapping[str, Any], None], problems: list[str]) -> Optional[Mapping[str, Any]]:
+    """A previous reading, parsed and checked; one that cannot be used is a problem line and no previous reading."""
+    if value is None or isinstance(value, Mapping):
+        return value
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        problems.append("interconnect: the last reading of %s in the history is not JSON (%s); judged as a first reading" % (host, exc))
+        return None
+    problem = reading_problem(parsed)
+    if problem is not None:
+        problems.append("interconnect: the last reading of %s in the history is unusable (%s); judged as a first reading" % (host, problem))
+        return None
+    return parsed
+
+
 def analyse_interconnect(hosts: Mapping[str, Any], host_class: Mapping[str, Optional[str]],
-                         previous: Optional[Mapping[str, Mapping[str, Any]]] = None) -> Optional[dict[str, Any]]:
+                         previous: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None) -> Optional[dict[str, Any]]:
     """The report's ``analysis.interconnect``: this run's readings against ``previous`` ({host: the last reading of
-    the host in the history}); None when no host read an interconnect counter and no host reports a fabric."""
+    the host in the history, as stored() wrote it or parsed}); None when no host read an interconnect counter and no
+    host reports a fabric. An unusable previous reading is named in the section's ``problems``."""
     previous = previous or {}
+    problems: list[str] = []
     readings: dict[str, dict[str, Any]] = {}
     for host, entry in hosts.items():
         if isinstance(entry, Mapping):
@@ -582,14 +625,14 @@ def analyse_interconnect(hosts: Mapping[str, Any], host_class: Mapping[str, Opti
     out: dict[str, list[dict[str, Any]]] = {"rates": [], "resets": [], "unknown": [], "new": [], "lifetime": [], "flaps": []}
     judged: dict[str, str] = {}
     for host in sorted(readings):
-        judged[host] = _host_rates(host, readings[host], previous.get(host), out)
+        judged[host] = _host_rates(host, readings[host], _restored(host, previous.get(host), problems), out)
     peers = _peer_ports(readings, host_class)
     section: dict[str, Any] = {
         "rules": rules_table(),
         "hosts": judged,
         "rates": _worst_first(out["rates"]),
         "resets": out["resets"], "unknown": out["unknown"], "lifetime": sorted(out["lifetime"], key=lambda r: (-r["value"], r["host"])),
-        "flaps": out["flaps"], "peers": peers, "nvlink_domains": {"off": off, "groups": domains},
+        "flaps": out["flaps"], "peers": peers, "nvlink_domains": {"off": off, "groups": domains}, "problems": problems,
     }
     section["findings"] = _findings(section, dict((h, r.get("lim") or {}) for h, r in readings.items()))
     section["actions"] = actions(section["findings"])

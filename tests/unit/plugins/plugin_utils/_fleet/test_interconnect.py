@@ -296,25 +296,37 @@ def test_the_hosts_of_one_nvlink_domain_share_one_cluster_and_clique(tmp_path):
     assert action["hosts"] == [fleet.names[3]] and action["status"] == FAIL
 
 
-def test_the_history_keeps_a_compact_reading_per_host_and_sets_aside_a_broken_one(tmp_path):
+def test_the_history_keeps_a_compact_reading_per_host_as_text_and_a_broken_one_is_a_first_reading(tmp_path):
     fleet = Fleet(tmp_path, hosts=2)
     fleet.run(T0, "2026-11-22T10:00:00+00:00")
     snap = fleet.snapshots[-1]
-    value = snap["hosts"][fleet.names[0]]["interconnect"]
-    assert set(value) == {"boot", "drv", "lim", "ib"}
+    text = snap["hosts"][fleet.names[0]]["interconnect"]
+    assert isinstance(text, str) and len(text) < 1600  # nine ports, as recorded
+    value = json.loads(text)
+    assert set(value) == {"boot", "drv", "ib"}   # the thresholds are the defaults: not stored
     port = value["ib"]["p"]["mlx5_1/1"]
-    # Only the judged counters that are not zero, the saturated ones named: no data or packet counters.
+    # Only the judged counters that are not zero, the saturated ones named, nothing empty: no data or packet counters.
     assert port == {"s": "ACTIVE", "r": 400.0, "fw": "28.41.1000", "c": {"link_downed": 255, "excessive_buffer_overrun_errors": 15,
-                                                                          "port_rcv_errors": 14}, "u": [],
+                                                                          "port_rcv_errors": 14},
                     "sat": ["excessive_buffer_overrun_errors", "link_downed"]}
-    assert len(json.dumps(value)) < 2500  # ten ports
-    assert history.snapshot_problem(snap) is None
+    assert interconnect.reading_problem(value) is None and history.snapshot_problem(snap) is None
     fold = history.HistoryFold()
     fold.add(snap)
-    assert set(fold.interconnect) == set(fleet.names)
-    broken = json.loads(json.dumps(snap))
-    broken["hosts"][fleet.names[0]]["interconnect"]["ib"]["p"]["mlx5_1/1"]["c"]["link_downed"] = -1
-    assert history.snapshot_problem(broken) == "host %r: interconnect ib reading of 'mlx5_1/1': counters of the wrong type" % fleet.names[0]
+    assert fold.interconnect == dict((h, snap["hosts"][h]["interconnect"]) for h in fleet.names)   # the text, one per host
+    # A reading whose content is broken: that host is judged as a first reading, and the report says why.
+    value["ib"]["p"]["mlx5_1/1"]["c"]["link_downed"] = -1
+    fleet.snapshots[-1]["hosts"][fleet.names[0]]["interconnect"] = interconnect.stored(value)
+    report = fleet.run(T0 + HOUR, "2026-11-22T11:00:00+00:00")
+    assert section(report)["hosts"] == {fleet.names[0]: "first reading", fleet.names[1]: "compared"}
+    problem = "interconnect: the last reading of %s in the history is unusable (interconnect ib reading of 'mlx5_1/1': counters " \
+              "of the wrong type); judged as a first reading" % fleet.names[0]
+    assert section(report)["problems"] == [problem] and problem in report["analysis"]["problems"]
+    wrong = json.loads(json.dumps(snap))
+    wrong["hosts"][fleet.names[0]]["interconnect"] = {"ib": {}}
+    assert history.snapshot_problem(wrong) == "host %r: interconnect reading of the wrong type" % fleet.names[0]
+    tuned = Fleet(tmp_path / "tuned")
+    tuned.run(T0, "2026-11-22T10:00:00+00:00", expect={"ib_symbol_error_per_hour": 60})
+    assert json.loads(tuned.snapshots[-1]["hosts"][tuned.names[0]]["interconnect"])["lim"] == {"ib_symbol_error_per_hour": 60}
 
 
 def test_no_interconnect_reading_no_section():
