@@ -252,6 +252,31 @@ def test_nvlink_replay_and_crc_errors_and_a_driver_reload(tmp_path):
     assert [r["reason"] for r in section(report)["resets"] if r["kind"] == "nvlink"] == ["NVIDIA driver 535.54.03 -> 570.86.15"]
 
 
+def test_an_nvlink_link_that_went_down_or_came_back_is_a_flap(tmp_path):
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvlink_status
+    from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
+    fleet = Fleet(tmp_path)
+    host = fleet.names[0]
+    base = fleet_factory.recorded_smi("a100-sxm4-v12.xml")
+    smi = dict(base, gpus=[dict(base["gpus"][0], **fleet.fleet.hosts[host]["doctor"]["environment"]["gpus"][0])])
+    status = read_fixture("nvidia-smi-nvlink", "a100-sxm4-40gb-status.txt")   # GPU 0: twelve links at 25 GB/s
+
+    def run(when, stamp, text):
+        links = parse_nvlink_status(text)
+        links[0].update(uuid=smi["gpus"][0]["uuid"], index=0)
+        state = ic.judge("gpu.nvlink", nvidia_smi=ic.ok(smi), nvlink=ic.ok({"source": "nvidia-smi", "gpus": links,
+                                                                           "bad_lines": {"count": 0, "sample": []}}))
+        return fleet.run(when, stamp, extra={host: [state, ic.nvlink_check(smi, when)]})
+
+    run(T0, "2026-11-22T10:00:00+00:00", status)
+    report = run(T0 + HOUR, "2026-11-22T11:00:00+00:00", status.replace("Link 3: 25 GB/s", "Link 3: <inactive>"))
+    subject = "GPU 0 (%s)" % smi["gpus"][0]["uuid"]
+    assert [(f["kind"], f["subject"], f["change"]) for f in section(report)["flaps"]] == [("nvlink", subject, "NVLink 3 down")]
+    report = run(T0 + 2 * HOUR, "2026-11-22T12:00:00+00:00", status)
+    assert [f["change"] for f in section(report)["flaps"]] == ["NVLink 3 up again"]
+    assert [(f["check_id"], f["subject"]) for f in section(report)["findings"]] == [("interconnect.flap", subject)]
+
+
 def test_pcie_aer_new_fatal_errors_fail_correctable_ones_warn_above_8_per_minute(tmp_path):
     fleet = Fleet(tmp_path)
     host = fleet.names[0]
