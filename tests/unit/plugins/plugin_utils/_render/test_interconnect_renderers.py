@@ -2,6 +2,8 @@
 counters were read from recorded trees with faults planted between two runs."""
 
 import json
+import shutil
+import subprocess
 
 import pytest
 
@@ -73,3 +75,11 @@ def test_json_validates_and_markdown_html_terminal_prometheus_show_the_ports(pla
     assert ("hydra_interconnect_peer_port", {"host": d, "subject": "mlx5_7/1", "status": FAIL}, 1.0) in samples
     over = [(labels["host"], labels["subject"], labels["status"]) for name, labels, _v in samples if name == "hydra_interconnect_over_limit"]
     assert over == [(b, "mlx5_6/1", FAIL), (a, "mlx5_4/1", FAIL)]
+
+
+@pytest.mark.skipif(not shutil.which("promtool"), reason="needs promtool (tests/utils/system-deps.sh installs it)")
+def test_the_interconnect_gauges_pass_promtool(planted):
+    report, _names = planted
+    proc = subprocess.run(["promtool", "check", "metrics"], input=_text(prometheus.render, report), capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
