@@ -3,7 +3,7 @@
     python3 molecule_fake_scontrol.py seed RECORDING.txt STATE.json   # state from a real `scontrol show node -o`
     MOLECULE_FAKE_SCONTROL_STATE=STATE.json python3 molecule_fake_scontrol.py ARGS...   # behave as `scontrol ARGS...`
 
-`show node -o` replays the real recording's lines with each node's State= and Reason= edited from the state;
+`show node [NAME] -o` replays the real recording's lines with each node's State= and Reason= edited from the state;
 `update nodename=N state=drain reason=R` and `update nodename=N state=resume` change the state as slurmctld does
 (DRAIN flag on / off, reason stamped with [user@time] / cleared). Every call is logged in state["calls"]. Anything
 else exits 1 with scontrol's kind of error, so an unexpected call fails the scenario. The pytest role tests
@@ -48,9 +48,9 @@ def seed(recording, state_path):
     _save(state_path, {"nodes": nodes, "calls": []})
 
 
-def show(state):
+def show(state, only=None):
     lines = []
-    for name in sorted(state["nodes"]):
+    for name in sorted(state["nodes"]) if only is None else [only]:
         node = state["nodes"][name]
         line = _STATE.sub(lambda m, value=node["state"]: m.group(1) + value, node["line"], count=1)
         if node["reason"]:
@@ -86,6 +86,10 @@ def update(state, args):
 def run(argv, state):
     if argv == ["show", "node", "-o"]:
         return show(state)
+    if len(argv) == 4 and argv[:2] == ["show", "node"] and argv[3] == "-o":
+        if argv[2] not in state["nodes"]:
+            raise ValueError("Node %s not found" % argv[2])
+        return show(state, argv[2])
     if argv and argv[0] == "update":
         return update(state, argv[1:])
     raise ValueError("fake scontrol: unsupported arguments %r" % (argv,))

@@ -12,7 +12,7 @@ and what the result keys are. ``run`` owns the order of the steps and what every
   the diff shows the state before and the state the plan predicts;
 - otherwise the plan is applied, the state read back (``verify_reads`` times at most, while it does not verify), and
   whatever does not read back fails the module with ``<name>: changes not verified: ...`` and the full result;
-- ``changed`` is true only when a plan was carried out.
+- ``changed`` is true only when a plan was carried out and did something (what ``apply`` returns).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -133,7 +133,10 @@ def _steps(module: Any, worker: Worker, sleep: Callable[[float], Any]) -> dict[s
         problems = worker.verify(done, after)
         if not problems:
             break
-    result = dict(worker.result(done, before, after, applied=True), changed=True, diff=worker.diff(done, before, after))
+    # What was done, not what was planned: a change the worker dropped at the last moment (a node an admin re-drained
+    # after the plan) is no change.
+    result = dict(worker.result(done, before, after, applied=True), changed=worker.changed(done),
+                  diff=worker.diff(done, before, after))
     if problems:
         raise Failure("%s: changes not verified: %s" % (worker.name, "; ".join(problems)), **result)
     for warning in worker.warnings(done, after):

@@ -45,10 +45,12 @@ class Knobs(apply.Worker):
     name = "knobs"
     errors = (BadInput,)
 
-    def __init__(self, module: Any, machine: dict[str, Any], stuck: Optional[set[str]] = None, settle_reads: int = 0) -> None:
+    def __init__(self, module: Any, machine: dict[str, Any], stuck: Optional[set[str]] = None, settle_reads: int = 0,
+                 dropped: Optional[set[str]] = None) -> None:
         super().__init__(module)
         self.machine = machine
         self.stuck = stuck or set()  # knobs whose writes do not take
+        self.dropped = dropped or set()  # knobs found, right before the change, no longer to be changed
         self.settle_reads = settle_reads  # reads before applied writes show
         self.pending: dict[str, Any] = {}
         self.applied: list[dict[str, Any]] = []
@@ -73,6 +75,7 @@ class Knobs(apply.Worker):
             raise apply.Failure("knobs: refused", changes=plan)
 
     def apply(self, plan: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        plan = [change for change in plan if change["knob"] not in self.dropped]
         self.applied.extend(plan)
         for change in plan:
             if change["knob"] not in self.stuck:
@@ -147,6 +150,14 @@ def test_applies_reads_back_and_diffs_before_and_after() -> None:
     assert outcome.result["knobs"] == after  # read back, not predicted
     assert outcome.result["diff"] == {"before": machine(), "after": after}
     assert module.warnings == ["2 knob(s) turned"]
+
+
+def test_a_plan_whose_every_change_is_dropped_at_the_last_moment_is_no_change() -> None:
+    # The gate re-reads each node right before its change and leaves one an admin re-drained: nothing was done.
+    outcome, worker, _module = run({"knobs": {"fan": "high"}}, dropped={"fan"})
+    assert not isinstance(outcome, Failed)
+    assert outcome.result["changed"] is False and outcome.result["changes"] == [] and worker.applied == []
+    assert worker.machine == machine()
 
 
 def test_a_change_that_does_not_read_back_fails_naming_it_with_the_result() -> None:
