@@ -12,6 +12,7 @@ planted by editing a copy of a host's result, never by writing a result from scr
 """
 
 import copy
+import math
 import os
 import random
 
@@ -137,40 +138,69 @@ def profile_summary(smi_gpus, gpu_figures, host_figures, verdict=None):
     return summary
 
 
-def noisy(figures, rng, cv):
-    return dict((k, v * (1.0 + rng.gauss(0.0, cv))) for k, v in figures.items())
+def student_t(rng, dof):
+    """A Student-t draw with ``dof`` (> 2) degrees of freedom, scaled to a standard deviation of 1: a normal draw
+    over the root of a chi-square draw divided by its degrees of freedom, times sqrt((dof - 2) / dof)."""
+    chi_square = rng.gammavariate(dof / 2.0, 2.0)
+    return rng.gauss(0.0, 1.0) / math.sqrt(chi_square / dof) * math.sqrt((dof - 2.0) / dof)
+
+
+# A heavy-tailed draw can fall below -1 / cv (about once in 10^5 at 3 degrees of freedom and CV 5 %): a figure
+# is never zero or negative, a benchmark that ran measured something.
+LOWEST_FACTOR = 0.01
+
+
+def noisy(figures, rng, cv, dof=None, bias=1.0):
+    """Each figure x bias x (1 + cv x a draw of standard deviation 1): Gaussian, or Student-t of ``dof`` degrees of
+    freedom (heavy tails with the same coefficient of variation)."""
+    if dof is None:
+        return dict((k, v * bias * (1.0 + rng.gauss(0.0, cv))) for k, v in figures.items())
+    return dict((k, v * bias * max(LOWEST_FACTOR, 1.0 + cv * student_t(rng, dof))) for k, v in figures.items())
 
 
 class SyntheticFleet:
     """Hosts named <class>-<nnnnn>, each with a doctor result and a profile summary, all healthy and on the
-    class's reference figures with Gaussian noise (coefficient of variation ``cv``)."""
+    class's reference figures with run-to-run noise of coefficient of variation ``cv``: Gaussian, or Student-t of
+    ``dof`` degrees of freedom. ``bias_cv``: each host and each GPU also keeps a lasting factor of its own, drawn
+    once (Gaussian around 1, that coefficient of variation) and applied to all its figures in every run, as
+    silicon and firmware make some parts a little faster or slower for good."""
 
-    def __init__(self, sizes, seed=1, cv=0.02):
+    def __init__(self, sizes, seed=1, cv=0.02, dof=None, bias_cv=0.0):
         self.rng = random.Random(seed)
         self.cv = cv
+        self.dof = dof
+        self.bias = {}  # host -> (host factor, [factor of each GPU]) when bias_cv
         self.hosts = {}  # name -> {"class", "doctor", "profile"}
+        bias_rng = random.Random(seed * 7907 + 1)  # its own stream: the Gaussian fleets draw exactly as before
         for class_name in sorted(sizes):
             fixture, count, cpu, memory, gpu_ref, host_ref = CLASSES[class_name]
             smi = recorded_smi(fixture)
             for i in range(sizes[class_name]):
                 name = "%s-%05d" % (class_name, i)
+                if bias_cv:
+                    self.bias[name] = (bias_rng.gauss(1.0, bias_cv), [bias_rng.gauss(1.0, bias_cv) for _unused in range(count)])
+                host_bias, gpu_bias = self._bias(name, count)
                 gpus = [_gpu_record(smi["gpus"][0], index, self.rng) for index in range(count)]
                 env = environment(name, smi, gpus, cpu, memory)
-                profile = profile_summary(gpus, {}, noisy(host_ref, self.rng, cv))
-                for gpu in profile["gpus"]:
-                    gpu["figures"] = noisy(gpu_ref, self.rng, cv)
+                profile = profile_summary(gpus, {}, noisy(host_ref, self.rng, cv, dof, host_bias))
+                for gpu, bias in zip(profile["gpus"], gpu_bias):
+                    gpu["figures"] = noisy(gpu_ref, self.rng, cv, dof, bias)
                 self.hosts[name] = {"class": class_name, "doctor": doctor_result(env), "profile": profile}
 
+    def _bias(self, name, count):
+        return self.bias.get(name) or (1.0, [1.0] * count)
+
     def next_run(self, seed):
-        """The fleet measured again: every figure redrawn around its class reference with fresh noise (same
-        hosts, GPUs and UUIDs); plant slowdowns again after it."""
+        """The fleet measured again: every figure redrawn around its class reference (times its lasting bias) with
+        fresh noise (same hosts, GPUs and UUIDs); plant slowdowns again after it."""
         rng = random.Random(seed)
         for name in sorted(self.hosts):
             record = self.hosts[name]
             gpu_ref, host_ref = CLASSES[record["class"]][4:6]
-            record["profile"]["figures"].update(noisy(host_ref, rng, self.cv))
-            for gpu in record["profile"]["gpus"]:
-                gpu["figures"] = noisy(gpu_ref, rng, self.cv)
+            host_bias, gpu_bias = self._bias(name, len(record["profile"]["gpus"]))
+            record["profile"]["figures"].update(noisy(host_ref, rng, self.cv, self.dof, host_bias))
+            for gpu, bias in zip(record["profile"]["gpus"], gpu_bias):
+                gpu["figures"] = noisy(gpu_ref, rng, self.cv, self.dof, bias)
 
     def names(self, class_name):
         return sorted(h for h, v in self.hosts.items() if v["class"] == class_name)
