@@ -46,6 +46,9 @@ options:
       - V(deep) adds active checks that load the GPUs for minutes, C(dcgmi diag) (DCGM) and C(rvs) (ROCm Validation
         Suite) where installed; unless O(timeouts.total) is given, a deep run's deadline is 300 s plus
         O(timeouts.dcgm_diag) and O(timeouts.rvs).
+      - "At V(deep) the idle guard (check C(system.node_idle)) reads the node first: while a GPU compute process runs
+        or a SLURM job holds the node, the active checks are not run and C(SKIP) naming it (see O(force), O(slurm_node),
+        C(docs/screening.md))."
       - O(only) naming nothing but checks above the level is an error that names the level they need.
     type: str
     choices: [quick, standard, deep]
@@ -144,6 +147,17 @@ options:
         where the slurm_healthcheck role (its C(slurm_healthcheck_state_dir)) has it written.
     type: path
     default: /var/lib/continuum-hydra
+  slurm_node:
+    description:
+      - The node's SLURM name, for the idle guard's C(squeue -w) (level V(deep)). Defaults to E(SLURMD_NODENAME), else
+        the short host name. A node C(squeue) does not know makes the guard C(ERROR) and the active checks are not run.
+    type: str
+  force:
+    description:
+      - Run level V(deep)'s active checks even on a node the idle guard finds busy (or cannot read); check
+        C(system.node_idle) is then C(WARN) naming what occupied the node. Loads a user's job: for a node you own.
+    type: bool
+    default: false
   torch_python:
     description:
       - Python interpreter whose PyTorch the C(pytorch.*), C(nccl.torch_backend), C(cuda.*) (but C(cuda.driver_version)),
@@ -282,6 +296,8 @@ def main() -> None:
             nvidia_smi_path=dict(type="path"),
             torch_python=dict(type="path"),
             state_dir=dict(type="path", default="/var/lib/continuum-hydra"),
+            slurm_node=dict(type="str"),
+            force=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -295,6 +311,7 @@ def main() -> None:
             deterministic=params["deterministic"], nvidia_smi_path=params["nvidia_smi_path"],
             torch_python=params["torch_python"], level=params["level"],
             state_dir=params["state_dir"], persist=not module.check_mode,
+            slurm_node=params["slurm_node"], force=params["force"],
         )
     except _doctor.DoctorInputError as exc:
         module.fail_json(msg=str(exc))

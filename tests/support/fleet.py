@@ -59,15 +59,22 @@ def own_gpus(xml, host):
     return re.sub(r"<serial>(\d+)</serial>", lambda m: "<serial>%s</serial>" % host_serial(m.group(1), host), xml)
 
 
-def write_host_bin(root, host, xml=None, kernel_log="", hang=False):
-    """The host's fake tools (the recording's GPUs given this host's own UUIDs and serials); returns the directory."""
+def write_host_bin(root, host, xml=None, kernel_log="", hang=False, compute_apps=""):
+    """The host's fake tools (the recording's GPUs given this host's own UUIDs and serials); returns the directory.
+
+    ``compute_apps``: what `nvidia-smi --query-compute-apps` prints (nothing: no process holds a GPU, as on an idle node).
+    """
     bindir = os.path.join(root, host, "bin")
     os.makedirs(bindir, exist_ok=True)  # called again to change the host between runs
     if xml is not None or hang:
         smi_xml = os.path.join(root, host, "nvidia-smi-q-x.xml")
         with open(smi_xml, "w") as handle:
             handle.write(own_gpus(xml or "", host))
-        body = "exec sleep 600\n" if hang else 'case "$*" in *-q*) exec cat "%s" ;; esac\nexit 0\n' % smi_xml
+        apps = os.path.join(root, host, "compute-apps.csv")
+        with open(apps, "w") as handle:
+            handle.write(compute_apps)
+        body = "exec sleep 600\n" if hang else (
+            'case "$*" in *--query-compute-apps*) exec cat "%s" ;; *-q*) exec cat "%s" ;; esac\nexit 0\n' % (apps, smi_xml))
         _script(os.path.join(bindir, "nvidia-smi"), body)
     log = os.path.join(root, host, "kernel.log")
     with open(log, "w") as handle:

@@ -110,7 +110,8 @@ def deadline_s(timeouts: Optional[Mapping[str, Any]] = None, expect: Optional[Ma
 
 
 def probe_options(expect: Mapping[str, Any], timeouts: Optional[Mapping[str, Any]] = None, nvidia_smi_path: Optional[str] = None,
-                  torch_python: Optional[str] = None, level: str = levels.DEFAULT, state_dir: Optional[str] = None) -> dict[str, Any]:
+                  torch_python: Optional[str] = None, level: str = levels.DEFAULT, state_dir: Optional[str] = None,
+                  slurm_node: Optional[str] = None, force: bool = False) -> dict[str, Any]:
     """What the probes read: paths, timeouts, and the hydra_expect values that shape a probe, resolved here.
 
     Probes never read ``expect`` themselves. ``disk_paths`` stays None when the inventory names none: the probe
@@ -133,24 +134,32 @@ def probe_options(expect: Mapping[str, Any], timeouts: Optional[Mapping[str, Any
         "tenant_metrics_dir": _expect.get(expect, "tenant_metrics_dir"),
         "tenant_io_sample_s": _expect.get(expect, "tenant_io_sample_s"),
         "tenant_io_devices": _expect.get(expect, "tenant_io_devices"),
+        # the idle guard (probes/idle.py): the node's SLURM name, and whether a busy node is loaded anyway
+        "slurm_node": slurm_node,
+        "force": force,
     }
 
 
 def run(only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] = None, expect: Optional[Mapping[str, Any]] = None,
         timeouts: Optional[Mapping[str, Any]] = None, deterministic: bool = False, nvidia_smi_path: Optional[str] = None,
         torch_python: Optional[str] = None, probes: Optional[Mapping[str, Any]] = None, level: str = levels.DEFAULT,
-        state_dir: Optional[str] = None, persist: bool = True) -> dict[str, Any]:
+        state_dir: Optional[str] = None, persist: bool = True, slurm_node: Optional[str] = None,
+        force: bool = False) -> dict[str, Any]:
     """The doctor result for this host. ``probes`` replaces the probe table (tests).
 
     ``level`` (levels.py): checks above it are not run and absent from the result (not SKIP: a SKIP says the
     host could not be judged, a level says it was not asked); ``only`` naming nothing but such checks is an error.
+    ``slurm_node`` / ``force``: the idle guard's (probes/idle.py): the node's SLURM name, and load it even when busy.
     """
     validate(only, exclude, timeouts, expect, level)
     start = time.monotonic()
     expect = expect or {}
-    options = probe_options(expect, timeouts, nvidia_smi_path, torch_python, level, state_dir)
+    options = probe_options(expect, timeouts, nvidia_smi_path, torch_python, level, state_dir, slurm_node, force)
     selected = registry.select(CATALOGUE, only, exclude, level)
     needed = list(ALWAYS_PROBED) + [name for chk in selected for name in chk.probes]
+    if any(name in probe_catalogue.ACTIVE_PROBES for name in needed):
+        # The idle guard reads the node before anything loads it, whichever checks are selected.
+        needed.insert(len(ALWAYS_PROBED), probe_catalogue.GUARD)
     deadline = probe_catalogue.Deadline(start + options["timeouts"]["total"], options["timeouts"]["total"])
     envelopes = probe_catalogue.collect(needed, options, probes, deadline)
     roots = registry.roots_for(selected, PROBE_ROOTS)

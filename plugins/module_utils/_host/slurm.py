@@ -1,11 +1,13 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""SLURM node state as scontrol shows it, and the scontrol arguments that drain or resume a node.
+"""SLURM node state as scontrol shows it, the scontrol arguments that drain or resume a node, and the jobs squeue
+lists on a node.
 
 Shared by the slurm_gate role (which drains and resumes from the controller) and the node-local health check
 (which only drains its own node): both write reasons starting with REASON_PREFIX, and only such drains are
-ever resumed by hydra.
+ever resumed by hydra. doctor's idle guard (_host/idle.py) and the screening job (_doctor/screen.py) read the jobs a
+node runs and submit, follow and cancel jobs with the arguments below.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -64,3 +66,24 @@ def drain_args(node: str, reason: str) -> list[str]:
 
 def resume_args(node: str) -> list[str]:
     return ["update", "nodename=%s" % node, "state=resume"]
+
+
+# Job states in which a job holds a node (squeue -t): a node with one of these is not idle.
+HOLDING_STATES = ("RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING")
+# squeue's output: one line per job, the name last (a job name may hold the separator).
+_SQUEUE_FORMAT = "%i|%T|%u|%j"
+
+
+def node_jobs_args(node: str) -> list[str]:
+    """squeue arguments listing the jobs that hold ``node``: one line per job, ``id|state|user|name``."""
+    return ["-h", "-w", node, "-t", ",".join(HOLDING_STATES), "-o", _SQUEUE_FORMAT]
+
+
+def parse_node_jobs(text: str) -> list[dict[str, Any]]:
+    """node_jobs_args() output -> [{"id", "state", "user", "name"}]; a line without the four fields is not a job."""
+    jobs = []
+    for line in text.splitlines():
+        parts = line.strip().split("|", 3)
+        if len(parts) == 4 and parts[0]:
+            jobs.append({"id": parts[0], "state": parts[1], "user": parts[2], "name": parts[3]})
+    return jobs

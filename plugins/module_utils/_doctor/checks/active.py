@@ -21,6 +21,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.levels import DEEP
+from ansible_collections.continuum.hydra.plugins.module_utils._host import idle
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import skus
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_OK, SKIP, WARN, worst
@@ -40,6 +41,7 @@ MEMORY_TRIAD_MIN = _expect.key("memory_triad_gbps_min")
 # bf16 rounds inputs and output to 8 bits of mantissa (~1e-3). Corrupted results are off by far more.
 TOLERANCE = {"fp32": 1e-3, "bf16": 3e-2}
 
+GUARD_PROBE = "node_idle"
 GPU_PROBE = "gpu_active"
 MEMORY_PROBE = "memory_active"
 SMI_PROBE = "nvidia_smi"  # the host's GPUs, to tell a GPU the worker never measured
@@ -166,6 +168,39 @@ def _verdict(results: Sequence[tuple[str, str]], details: dict[str, Any], pass_m
     text = "; ".join(messages) + ("; and %d lesser problem(s) in details" % others if others else "")
     return finding(status, text, dict(details, problems=[{"status": s, "message": m} for s, m in results]),
                    remediation=remediation)
+
+
+# ---------------------------------------------------------------- the idle guard
+
+@check("system.node_idle", "Node idle before the active checks load it", requires=(GUARD_PROBE,), level=DEEP)
+def node_idle(probes: Probes, expect: Expect) -> Finding:
+    """Reads, right before the deep level's active probes, the node's GPU compute processes (`nvidia-smi
+    --query-compute-apps`; on AMD the processes under /sys/class/kfd/kfd/proc) and, where SLURM's squeue is installed,
+    the jobs holding the node (`squeue -w <node> -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING`; the node is doctor's
+    `slurm_node`, else SLURMD_NODENAME, else the short host name; the job doctor runs in does not count).
+
+    PASS when nothing occupies the node: the active checks ran. SKIP when a job or a GPU process does: the active
+    checks (DCGM, RVS, hydra's own) were not run and SKIP naming it, so a user's job is never loaded. WARN when
+    doctor's `force` option ran them on a busy node, or on one it could not read (the figures may be low). ERROR
+    when what occupies the node could not be read (squeue fails, slurmctld does not know the node name, nvidia-smi
+    cannot list processes): the active checks were not run.
+    Remediation: screen the node when it is idle (playbooks/screen.yml submits an exclusive SLURM job), or drain it
+    first; set `slurm_node` when the node's SLURM name is not its host name.
+    """
+    data = probes[GUARD_PROBE]["data"] or {}
+    busy = idle.occupants(data)
+    slurm = data.get("slurm")
+    where = "node %s" % data.get("node") if slurm else "this host (no squeue: not a SLURM node)"
+    unconfirmed = [str(text) for text in data.get("unconfirmed") or []]
+    details = {"node": data.get("node"), "slurm_jobs": (slurm or {}).get("jobs"), "own_job": (slurm or {}).get("own_job"),
+               "gpu_processes": data.get("gpu_processes"), "unconfirmed": unconfirmed, "force": bool(data.get("force"))}
+    if data.get("force") and (busy or unconfirmed):
+        return finding(WARN, "force: the active checks ran on %s although %s; their figures may be low" % (
+            where, "; ".join(busy + ["unread: %s" % text for text in unconfirmed])), details,
+            remediation="screen the node when it is idle (playbooks/screen.yml) before trusting a low figure")
+    if busy:
+        return finding(SKIP, "%s is busy (%s): the active checks were not run" % (where, "; ".join(busy)), details)
+    return finding(PASS, "no GPU compute process and no job on %s: the active checks ran" % where, details)
 
 
 # ---------------------------------------------------------------- matmul consistency

@@ -15,6 +15,10 @@ probe reads from ``options["timeouts"]`` is capped by the time left when it read
 watched thread abandoned at the deadline (plus a grace for its own kill), and no probe starts once the
 deadline has passed: those envelopes are READ_FAILED with the deadline as reason and ``not_run`` set.
 
+The idle guard: an active probe (ACTIVE_PROBES, the deep level's load on the GPUs) runs only after ``node_idle``
+(probes/idle.py) found the node idle, or with the ``force`` option; otherwise its envelope is READ_ABSENT with the
+reason (its checks SKIP, naming the job or process that keeps the node busy, or what could not be read).
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -30,6 +34,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import gpu as gpu_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import healthcheck as healthcheck_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import host as host_probes
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import idle as idle_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import interconnect as interconnect_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import rvs as rvs_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import stack as stack_probes
@@ -37,6 +42,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import tenant as tenant_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import topology as topology_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import CallTimedOut, ProbeAbsent, ProbeError, call_with_timeout
+from ansible_collections.continuum.hydra.plugins.module_utils._host.idle import occupants
 from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_ABSENT, READ_FAILED, READ_OK
 
 PROBES: dict[str, Callable[..., Any]] = {
@@ -67,6 +73,7 @@ PROBES: dict[str, Callable[..., Any]] = {
     "topology": topology_probes.probe_topology,
     "gpu_active": active_probes.probe_gpu_active,
     "memory_active": active_probes.probe_memory_active,
+    "node_idle": idle_probes.probe_node_idle,
     "healthcheck_last": healthcheck_probes.probe_healthcheck_last,
     "tenants": tenant_probes.probe_tenants,
 }
@@ -103,7 +110,12 @@ PROBE_LEVELS = {
     "rvs": levels.DEEP,
     "gpu_active": levels.DEEP,
     "memory_active": levels.DEEP,
+    "node_idle": levels.DEEP,
 }
+
+# The idle guard and the probes it guards: every deep probe loads the node (collect() runs none on a busy node).
+GUARD = "node_idle"
+ACTIVE_PROBES = tuple(name for name, level in PROBE_LEVELS.items() if level == levels.DEEP and name != GUARD)
 
 
 def probe_level(name: str) -> str:
@@ -170,6 +182,10 @@ def collect(names: Iterable[str], options: Mapping[str, Any],
         if deadline is not None and start >= deadline.at:
             out[name] = _not_run(deadline.reason)
             continue
+        held = held_by_guard(out, options) if name in ACTIVE_PROBES else None
+        if held is not None:
+            out[name] = {"status": READ_ABSENT, "data": None, "reason": held, "duration_ms": 0.0}
+            continue
         view = dict(options, envelopes=out)
         if deadline is not None:
             view["timeouts"] = BoundedTimeouts(options.get("timeouts") or {}, deadline.at)
@@ -193,6 +209,20 @@ def collect(names: Iterable[str], options: Mapping[str, Any],
         envelope["duration_ms"] = round((time.monotonic() - start) * 1000.0, 3)
         out[name] = envelope
     return out
+
+
+def held_by_guard(envelopes: Mapping[str, Mapping[str, Any]], options: Mapping[str, Any]) -> Optional[str]:
+    """Why an active probe must not run now (the guard's envelope in ``envelopes``), None when it may: the node was
+    found idle, the guard was not run (no deep level), or ``force`` is set."""
+    guard = envelopes.get(GUARD)
+    if guard is None or options.get("force"):
+        return None
+    if guard["status"] != READ_OK:
+        return "not run: %s; force: true runs it anyway" % guard["reason"]
+    busy = occupants(guard["data"] or {})
+    if busy:
+        return "not run: node busy (%s); force: true runs it anyway" % "; ".join(busy)
+    return None
 
 
 def _watch_name(name: str) -> str:
