@@ -211,7 +211,9 @@ DOCTOR = "continuum.hydra.doctor"
 PROFILE = "continuum.hydra.profile"
 ENV_SETUP = "continuum.hydra.env_setup"
 WORKLOAD = "continuum.hydra.workload"
-HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP, WORKLOAD])
+FABRIC = "continuum.hydra.fabric"  # one rank of playbooks/fabric.yml (its verdict comes from FABRIC_PLAN)
+FABRIC_PLAN = "continuum.hydra.fabric_plan"  # the fabric test's planner: its last result holds the verdict
+HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP, WORKLOAD, FABRIC, FABRIC_PLAN])
 MERGE = "continuum.hydra.fleet_merge"  # playbooks/merge.yml: its result is the merged hosts of a sliced run
 WRITING_ACTIONS = HYDRA_ACTIONS | {MERGE}  # a play with one of these makes this callback write reports
 REPORT_NAME = formats.REPORT_NAME
@@ -425,6 +427,11 @@ class CallbackModule(CallbackBase):
             work = workload_entry(data)
             if work is not None:
                 self._collector.add_workload(host, work)
+        elif action == FABRIC_PLAN:
+            if isinstance(data.get("fabric"), dict):  # the last round's: every host's fabric.* checks, the rounds
+                self._collector.add_fabric(data["fabric"], data.get("checks") or {})
+        elif action == FABRIC:
+            pass  # a rank's launch or result: the planner judges the rounds
         elif isinstance(data.get("manifest"), dict):
             self._collector.add_env_setup(host, data["manifest"])
 

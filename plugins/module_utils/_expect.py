@@ -22,7 +22,8 @@ from typing import Any, NamedTuple, Optional
 DOCTOR = "doctor"
 PROFILE = "profile"
 BOTH = "both"
-READERS = (DOCTOR, PROFILE, BOTH)
+FABRIC = "fabric"  # the fabric test's planner, on the controller (plugin_utils/_fleet/fabric.py)
+READERS = (DOCTOR, PROFILE, BOTH, FABRIC)
 
 # Accepted Python types per declared kind of value (a bool is never an int or a number here).
 KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "number": (int, float), "str": (str,), "bool": (bool,), "list": (list,)}
@@ -136,6 +137,10 @@ KEYS: tuple[Key, ...] = (
     Key("disk_read_iops_min", "number", 1000.0, "profile: 4 KiB random-read IOPS at queue depth 1", PROFILE),
     Key("disk_read_p99_us_max", "number", 10000.0, "profile: 99th percentile 4 KiB read latency, microseconds", PROFILE),
     Key("disk_seq_read_mbps_min", "number", 200.0, "profile: sequential read MB/s", PROFILE),
+    # the fabric test (playbooks/fabric.yml, docs/fabric.md)
+    Key("fabric_busbw_gbps_min", "number", None,
+        "fabric: all-reduce bus bandwidth (GB/s, largest size) a group of hosts must reach; unset: judged against the "
+        "best group of a screening round", FABRIC),
 )
 
 _BY_NAME: dict[str, Key] = {entry.name: entry for entry in KEYS}

@@ -100,3 +100,31 @@ def torch_python(tmp_path_factory):
                 return None
         _TORCH["python"] = str(python)
     return _TORCH["python"] or None
+
+
+PLAYBOOK = os.path.join(REPO, "playbooks", "fabric.yml")
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+def run_fabric(inventory, report_dir, extra_vars=None, timeout=600, playbook=PLAYBOOK):
+    """ansible-playbook playbooks/fabric.yml with the fleet report into report_dir, its whole process group killed at
+    ``timeout``: (completed process, the fleet report or None, whether it was killed)."""
+    from ansible_collections.continuum.hydra.tests.support import netns  # noqa: PLC0415 - only the bed tests need it
+
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=COLLECTIONS,
+               HYDRA_REPORT_DIR=str(report_dir), ANSIBLE_NOCOLOR="1", PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""))
+    argv = [os.path.join(VENV_BIN, "ansible-playbook"), "-i", str(inventory), playbook]
+    for key, value in (extra_vars or {}).items():
+        argv += ["-e", json.dumps({key: value})]
+    proc, killed = netns.run_bounded(argv, timeout, env=env, cwd=REPO)
+    path = os.path.join(str(report_dir), "fleet-report.json")
+    report = None
+    if os.path.exists(path):
+        with open(path) as handle:
+            report = json.load(handle)
+    return proc, report, killed
+
+
+def host_check(report, host, check_id="fabric.collective"):
+    checks = (report["hosts"][host].get("doctor") or {}).get("checks") or []
+    return next((c for c in checks if c["id"] == check_id), None)

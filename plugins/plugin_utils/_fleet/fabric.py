@@ -42,8 +42,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, UNREACHABLE, WARN
 
 STATE_VERSION = 1
 BISECT = "bisect"
@@ -121,6 +122,13 @@ def _options(given: Optional[Mapping[str, Any]]) -> dict[str, Any]:
                                               or options["max_rounds"] < 1):
         raise FabricPlanError("max_rounds: %r is not a whole number >= 1" % (options["max_rounds"],))
     return options
+
+
+def floor_of(expect: Optional[Mapping[str, Any]]) -> Optional[float]:
+    """A host's absolute floor from its hydra_expect (None: unset)."""
+    if expect is not None and not isinstance(expect, Mapping):
+        raise FabricPlanError("hydra_expect: %r is not a mapping" % (expect,))
+    return _expect.get(expect, "fabric_busbw_gbps_min")  # type: ignore[no-any-return]
 
 
 def start(hosts: Sequence[str], floors: Optional[Mapping[str, Optional[float]]] = None,
@@ -448,17 +456,14 @@ def group_outcome(group: Mapping[str, Any], results: Mapping[str, Optional[Mappi
             error(members[item["rank"]], "lost mid-collective", str(item.get("reason")))
         for item in verdict.get("broken") or []:
             error(members[item["rank"]], "rank failed", str(item.get("reason")))
-    for index, host in enumerate(members):
-        result = results.get(host)
-        if result is None:
-            if verdict is None or index == 0:
-                error(host, "lost mid-collective" if index else "rank 0 failed", "returned no result (the host or its rank "
-                      "went away: unreachable, killed, or past the task's deadline)")
-            continue
-        if result.get("outcome") == "not_joined":
-            error(host, "did not join", str(result.get("reason")))
-        elif result.get("outcome") == "broken" and (verdict is None or index == 0):
-            error(host, "rank failed", str(result.get("reason")))
+    else:
+        # No verdict: rank 0 never got going (its address, its port, its host), and the others could not join it -
+        # rank 0 is the one in ERROR; a rank that was never started says nothing about its host.
+        first = results.get(members[0])
+        if first is None:
+            error(members[0], "rank failed", "rank 0 returned no result (unreachable, killed, or past the task's deadline)")
+        elif first.get("outcome") != "ok":
+            error(members[0], "rank failed", str(first.get("reason")))
     complete = bool(verdict and verdict.get("complete")) and not errors
     out: dict[str, Any] = {"complete": complete, "errors": errors, "backend": (verdict or {}).get("backend"),
                            "reason": None if complete else _reason(verdict, errors)}
@@ -582,3 +587,29 @@ def section(state: Mapping[str, Any]) -> dict[str, Any]:
         "good": list(state["good"]),
         "bounds": {"one_bad_host": bound_one(len(state["hosts"])), "two_bad_hosts": bound_two(len(state["hosts"]))},
     }
+
+
+def mark_unreachable(state: dict[str, Any], hosts: Iterable[str]) -> dict[str, Any]:
+    """Hosts Ansible can no longer reach: in ERROR (kind "unreachable"), left out of later rounds."""
+    for host in hosts:
+        if host in state["hosts"] and host not in state["errored"] and host not in state["bad"]:
+            state["errored"][host] = {"round": len(state["rounds"]) + 1, "group": None, "kind": UNREACHABLE,
+                                      "reason": "Ansible could not reach the host"}
+    return state
+
+
+def summary_line(state: Mapping[str, Any]) -> str:
+    """One line: rounds, isolated hosts and links, hosts in ERROR."""
+    parts = ["%d round%s" % (len(state["rounds"]), "" if len(state["rounds"]) == 1 else "s")]
+    if state["bad"]:
+        parts.append("isolated %s" % ", ".join(state["bad"]))
+    if state["links"]:
+        parts.append("slow link%s %s" % ("" if len(state["links"]) == 1 else "s",
+                                         ", ".join("-".join(link["hosts"]) for link in state["links"])))
+    if state["errored"]:
+        parts.append("ERROR on %s" % ", ".join(state["errored"]))
+    if not state["bad"] and not state["links"] and not state["errored"]:
+        parts.append("%d of %d hosts proven good" % (len(state["good"]), len(state["hosts"])))
+    if state.get("note"):
+        parts.append(state["note"])
+    return "fabric: " + "; ".join(parts)

@@ -10,7 +10,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._results import summarize
+from ansible_collections.continuum.hydra.plugins.module_utils._results import SCHEMA_VERSION, summarize
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, host_verdict
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import merge_entries
 
@@ -40,6 +40,7 @@ class FleetCollector:
     def __init__(self) -> None:
         self._hosts: dict[str, dict[str, Any]] = {}
         self.groups: dict[str, list[str]] = {}
+        self.fabric: Optional[dict[str, Any]] = None  # the fabric test's section and each host's fabric.* checks
 
     def _entry(self, host: str) -> dict[str, Any]:
         entry = self._hosts.get(host)
@@ -129,8 +130,30 @@ class FleetCollector:
     def __len__(self) -> int:
         return len(self._hosts)
 
+    def add_fabric(self, section: Mapping[str, Any], checks: Mapping[str, list[dict[str, Any]]]) -> None:
+        """The fabric test's verdict (playbooks/fabric.yml, _fleet/fabric.py): the report's ``fabric`` section, and
+        each host's fabric.* checks, joined to its other checks when the report is built."""
+        self.fabric = {"section": dict(section), "checks": dict(checks)}
+
+    def _merge_fabric(self) -> None:
+        """Each host's fabric.* checks join its doctor checks (a host doctor did not check gets a result of these
+        alone), so findings, actions, evidence, the gate and every format carry them; unreachable hosts stay so."""
+        for host, checks in (self.fabric or {}).get("checks", {}).items():
+            entry = self._entry(host)
+            if entry["doctor"] is None and entry["status"] in NOT_JUDGED:
+                continue
+            doctor = dict(entry["doctor"] or {"schema_version": SCHEMA_VERSION})
+            merged = [c for c in doctor.get("checks") or [] if not str(c.get("id", "")).startswith("fabric.")] + list(checks)
+            doctor.update(checks=merged, summary=summarize(merged), overall_status=host_verdict(summarize(judged(merged))))
+            self.add_doctor(host, doctor)
+
     def build(self, generated_at: Optional[str], playbook: Optional[str] = None) -> dict[str, Any]:
-        return build_report(self._hosts, generated_at, playbook)
+        if self.fabric is not None:
+            self._merge_fabric()
+        report = build_report(self._hosts, generated_at, playbook)
+        if self.fabric is not None:
+            report["fabric"] = self.fabric["section"]
+        return report
 
 
 def timed_out_message(task: str, seconds: Any) -> str:

@@ -121,6 +121,8 @@ def test_every_key_is_read_by_the_feature_the_table_names():
                 if name.endswith(".py"):
                     for key in _read_keys(os.path.join(directory, name)):
                         readers.setdefault(key, set()).add(feature.lstrip("_"))
+    for key in _read_keys(os.path.join(REPO, "plugins", "plugin_utils", "_fleet", "fabric.py")):  # the controller's planner
+        readers.setdefault(key, set()).add(_expect.FABRIC)
     for entry in _expect.KEYS:
         want = {_expect.DOCTOR, _expect.PROFILE} if entry.read_by == _expect.BOTH else {entry.read_by}
         assert readers.get(entry.name) == want, entry.name
