@@ -200,6 +200,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import validate as validate_batch
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import ExpectedVersionsError, parse_expected
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.evidence import build_evidence, evidence_links
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.fabric import fabric_evidence
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import DEFAULT_THRESHOLD as DEFAULT_PLACEMENT_THRESHOLD
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import PlacementSettingError, threshold_value
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
@@ -610,7 +611,7 @@ class CallbackModule(CallbackBase):
 
         Files of GPUs that no longer fail are left in place: a ticket may still point at them."""
         try:
-            records = build_evidence(report)
+            records = build_evidence(report) + fabric_evidence(report)
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug here must not cost the report of what doctor found.
             self._display.warning("%s: no evidence files: %s: %s" % (NAME, type(exc).__name__, _one_line(exc)))

@@ -2,11 +2,13 @@
 
 import json
 import os
+import random
 import secrets
 import subprocess
 import sys
 import time
 
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import fabric as planner
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
 COLLECTIONS = os.path.join(REPO, "collections")
@@ -128,3 +130,55 @@ def run_fabric(inventory, report_dir, extra_vars=None, timeout=600, playbook=PLA
 def host_check(report, host, check_id="fabric.collective"):
     checks = (report["hosts"][host].get("doctor") or {}).get("checks") or []
     return next((c for c in checks if c["id"] == check_id), None)
+
+
+# ---------------------------------------------------------------- a simulated fabric for the planner
+
+HEALTHY, SLOW, FLOOR = 10.0, 1.0, 5.0
+
+
+class SimulatedFabric:
+    """A simulated fabric for the planner: per-host and per-link capacities (GB/s), hosts that do not join per round.
+
+    A group's bus bandwidth is the lowest capacity of its hosts and of the ring links it uses, times a seeded noise."""
+
+    def __init__(self, count, slow=(), slow_links=(), noise=0.05, seed=0, absent=None):
+        self.hosts = ["n%02d" % i for i in range(count)]
+        self.capacity = {h: HEALTHY for h in self.hosts}
+        for index in slow:
+            self.capacity[self.hosts[index]] = SLOW
+        self.links = {tuple(sorted((self.hosts[a], self.hosts[b]))): SLOW for a, b in slow_links}
+        self.rng = random.Random(seed)
+        self.noise = noise
+        self.absent = absent or {}  # round -> hosts that do not join in it
+
+    def busbw(self, members):
+        capacity = min(self.capacity[h] for h in members)
+        for link in planner.ring_links(members):
+            capacity = min(capacity, self.links.get(tuple(link), HEALTHY))
+        return capacity * (1 + self.rng.uniform(-self.noise, self.noise))
+
+    def outcome(self, number, members):
+        absent = [h for h in members if h in self.absent.get(number, ())]
+        if absent:
+            return {"complete": False, "errors": [{"host": h, "kind": "did not join", "reason": "gone"} for h in absent]}
+        return {"complete": True, "errors": [], "busbw_gbps": self.busbw(members), "latency_us": 50.0, "verified": True,
+                "backend": "tcp", "rows": []}
+
+
+def isolate(fabric, floors=True, mode="auto"):
+    state = planner.start(fabric.hosts, {h: FLOOR for h in fabric.hosts} if floors else {}, {"mode": mode})
+    while True:
+        planner.next_round(state)
+        if state["done"]:
+            return state
+        plan = state["plan"]
+        used = [h for g in plan["groups"] for h in g["members"]]
+        assert len(used) == len(set(used)), "a host is in two groups of one round"
+        assert all(len(g["members"]) >= 2 for g in plan["groups"])
+        planner.record(state, {g["id"]: fabric.outcome(plan["round"], g["members"]) for g in plan["groups"]})
+
+
+def named_by(state):
+    """The round by which every named host was named."""
+    return max((max(bad["rounds"]) for bad in state["bad"].values()), default=0)

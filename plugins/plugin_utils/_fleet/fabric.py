@@ -45,6 +45,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, UNREACHABLE, WARN
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import evidence
 
 STATE_VERSION = 1
 BISECT = "bisect"
@@ -128,7 +129,7 @@ def floor_of(expect: Optional[Mapping[str, Any]]) -> Optional[float]:
     """A host's absolute floor from its hydra_expect (None: unset)."""
     if expect is not None and not isinstance(expect, Mapping):
         raise FabricPlanError("hydra_expect: %r is not a mapping" % (expect,))
-    return _expect.get(expect, "fabric_busbw_gbps_min")  # type: ignore[no-any-return]
+    return _expect.get(expect, "fabric_busbw_gbps_min")
 
 
 def start(hosts: Sequence[str], floors: Optional[Mapping[str, Optional[float]]] = None,
@@ -613,3 +614,35 @@ def summary_line(state: Mapping[str, Any]) -> str:
     if state.get("note"):
         parts.append(state["note"])
     return "fabric: " + "; ".join(parts)
+
+
+EVIDENCE_KIND = "continuum.hydra.fabric_evidence"
+EVIDENCE_VERSION = "1.0"
+# What to collect on an isolated host before anyone touches its cable or port (the commands, not run by hydra).
+EVIDENCE_COMMANDS = ("ip -s -s link show", "ethtool -S <interface>", "ethtool <interface>", "ibstat", "mlxlink -d <device> -m",
+                     "dmesg -T | grep -iE 'link|mlx|eth|nic'")
+
+
+def fabric_evidence(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One evidence record per host the fabric test isolated or found a slow link on: evidence/<host>/fabric.json with
+    the proof, every group it was in (members, figure, floor, verdict) and the commands to collect its NIC state."""
+    fabric = report.get("fabric") or {}
+    if not fabric:
+        return []
+    isolated = {item["host"]: item for item in fabric.get("isolated") or []}
+    linked: dict[str, list[Mapping[str, Any]]] = {}
+    for link in fabric.get("links") or []:
+        for host in link["hosts"]:
+            linked.setdefault(host, []).append(link)
+    records = []
+    for host in sorted(set(isolated) | set(linked)):
+        groups = [dict(g, round=entry["round"]) for entry in fabric.get("rounds") or [] for g in entry["groups"]
+                  if host in g["members"]]
+        records.append({
+            "kind": EVIDENCE_KIND, "schema_version": EVIDENCE_VERSION, "generated_at": report.get("generated_at"),
+            "host": host, "uuid": None, "pci_bus_id": None, "serial": None,
+            "path": "/".join((evidence.EVIDENCE_DIR, evidence.safe_name(host), "fabric.json")),
+            "isolated": isolated.get(host), "links": linked.get(host, []), "groups": groups,
+            "collect": list(EVIDENCE_COMMANDS),
+        })
+    return records

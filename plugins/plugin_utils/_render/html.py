@@ -19,6 +19,7 @@ from html import escape
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _fabric as fabric_views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _svg
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
@@ -39,6 +40,7 @@ svg .tick{text-anchor:middle}svg .box{fill:#90caf9;stroke:#1565c0}svg .whisker,s
 svg .median{stroke:#1565c0;stroke-dasharray:3 3}svg .floor{stroke:#c62828;stroke-dasharray:2 4}
 svg .shortfall{stroke:#ef6c00;stroke-dasharray:2 4}svg .dot{fill:#546e7a;fill-opacity:.6}
 svg .straggler{fill:#c62828;stroke:#fff}
+svg .lbl-left,svg .member{font-size:11px}svg .member.isolated{fill:#c62828;font-weight:bold}
 """
 
 
@@ -213,6 +215,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     yield from _workloads(report)
     yield from _placement(report)
     yield from _interconnect(report)
+    yield from _fabric(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -290,6 +293,23 @@ def _with_blocked(report: Mapping[str, Any], host: str, check_ids: Iterable[str]
     """Check ids, a root cause with how many checks it blocked: "driver.nvidia_smi (blocked 19 checks)"."""
     blocked = views.blocked_counts(report, host)
     return ["%s (%s)" % (cid, views.blocked_phrase(blocked[cid])) if blocked.get(cid) else cid for cid in check_ids]
+
+
+def _fabric(report: Mapping[str, Any]) -> Iterator[str]:
+    """The fabric test (playbooks/fabric.yml): its rounds as a picture, the isolated hosts and every group."""
+    line = fabric_views.line(report)
+    if not line:
+        return
+    yield '<section id="fabric"><h2>Fabric</h2>\n<p>%s.</p>\n' % esc(line)
+    yield fabric_views.picture(report)
+    isolated = fabric_views.isolated_rows(report)
+    if isolated:
+        yield from _table(["isolated host", "rounds", "proof"], (
+            (' data-host="%s"' % esc(h), [_td(h), _td(r), _td(p)]) for h, r, p in isolated), "fabric-isolated-table")
+    yield from _table(["round", "stage", "group", "purpose", "members", "bus bandwidth", "floor", "verdict"], (
+        (' data-group="%s"' % esc(g), [_td(n, True), _td(st), _td(g), _td(pu), _td(m), _td(b, True), _td(f, True), _td(v)])
+        for n, st, g, pu, m, b, f, v in fabric_views.round_rows(report)), "fabric-rounds-table")
+    yield "</section>\n"
 
 
 def _placement(report: Mapping[str, Any]) -> Iterator[str]:

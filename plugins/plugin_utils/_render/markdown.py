@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _fabric as fabric_views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import plural, printable
 
@@ -148,6 +149,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     yield from _workloads(report)
     yield from _placement(report)
     yield from _interconnect(report)
+    yield from _fabric(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -240,6 +242,19 @@ def _interconnect(report: Mapping[str, Any]) -> Iterator[str]:
     if resets:
         yield "### Not judged this run\n\n"
         yield from _table(["host", "port / link / device", "why"], ([md(h), md(sub), md(why)] for h, sub, why in resets))
+
+
+def _fabric(report: Mapping[str, Any]) -> Iterator[str]:
+    """The fabric test (playbooks/fabric.yml): what it found, then every round's groups."""
+    line = fabric_views.line(report)
+    if not line:
+        return
+    yield "## Fabric\n\n%s.\n\n" % md(line, cell=False, line_start=True)
+    isolated = fabric_views.isolated_rows(report)
+    if isolated:
+        yield from _table(["isolated host", "rounds", "proof"], ([md(h), md(r), md(p)] for h, r, p in isolated))
+    yield from _table(["round", "stage", "group", "purpose", "members", "bus bandwidth", "floor", "verdict"], (
+        [md(str(n)), md(st), md(g), md(pu), md(m), md(b), md(f), md(v)] for n, st, g, pu, m, b, f, v in fabric_views.round_rows(report)))
 
 
 def _workloads(report: Mapping[str, Any]) -> Iterator[str]:

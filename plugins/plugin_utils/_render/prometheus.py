@@ -162,6 +162,29 @@ def _interconnect_families(section: Mapping[str, Any]) -> list[tuple[str, str, I
     ]
 
 
+def _fabric_families(report: Mapping[str, Any]) -> list[tuple[str, str, Iterable[Sample]]]:
+    """Per host, the fabric test's figure and verdict (playbooks/fabric.yml, docs/fabric.md); nothing without one."""
+    fabric = report.get("fabric") or {}
+    if not fabric:
+        return []
+    figures = []
+    for host in fabric["hosts"]:
+        check = next((c for c in reported_checks(report["hosts"].get(host) or {}) if c.get("id") == "fabric.collective"), None)
+        busbw = ((check or {}).get("details") or {}).get("busbw_gbps")
+        if check is not None and busbw is not None:
+            figures.append(([("host", host), ("status", check["status"])], busbw))
+    isolated = {item["host"]: item for item in fabric["isolated"]}
+    return [
+        ("fabric_busbw_gbps", "All-reduce bus bandwidth (GB/s, largest size) of the host's group that proves its verdict: "
+         "its best passing group, or the failing group that names it.", figures),
+        ("fabric_isolated", "1 for a host the fabric test isolated as slow (the proof is in the fleet report's fabric section).",
+         (([("host", h)], 1 if h in isolated else 0) for h in fabric["hosts"])),
+        ("fabric_error", "1 for a host whose rank did not join, was lost mid-collective or was unreachable in the fabric test.",
+         (([("host", e["host"]), ("kind", e["kind"])], 1) for e in fabric["errors"])),
+        ("fabric_rounds", "Rounds the fabric test took.", [([], fabric["round_count"])]),
+    ]
+
+
 def render(report: Mapping[str, Any]) -> Iterator[str]:
     """The textfile in pieces."""
     analysis = views.analysis(report)
@@ -205,6 +228,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
                          (([("host", host), ("gpu", g["gpu"])], g["score"]) for host, entry in sorted(placed.items())
                           for g in entry["gpus"] if g["score"] is not None)))
     families.extend(_interconnect_families(views.interconnect(report)))
+    families.extend(_fabric_families(report))
     history = analysis.get("history") or {}
     if history:
         families.append(("repeat_offender_runs", "Runs of the retained history in which this GPU or host failed.",

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL, FAILED, HEALTHY, PASS, UNREACHABLE, WARN, WARNING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, NOT_JUDGED, TASK_FAILED, UNCHECKED
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _fabric as fabric_views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import escaped_controls
 
@@ -97,6 +98,9 @@ def _lines(report: Mapping[str, Any], paths: Iterable[str]) -> list[Line]:
     if placement:
         lines.append((placement, _COLOURS[WARN] if views.placement_rows(report) else None))
     lines.extend(_interconnect_lines(report))
+    fabric_line = fabric_views.line(report)
+    if fabric_line:
+        lines.append((fabric_line, _COLOURS[FAIL] if fabric_views.has_problems(report) else None))
     for path in paths:
         lines.append(("Report: %s" % path, None))
     evidence = report.get("evidence") or []

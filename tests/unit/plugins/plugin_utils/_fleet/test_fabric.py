@@ -7,66 +7,19 @@ run at 10 GB/s, slow ones at 1 GB/s; the absolute floor, where set, is 5 GB/s.
 
 import itertools
 import math
-import random
 
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import fabric as F
-
-HEALTHY, SLOW, FLOOR = 10.0, 1.0, 5.0
-
-
-class Fabric:
-    """Per-host and per-link capacities; hosts in ERROR per round (did not join)."""
-
-    def __init__(self, count, slow=(), slow_links=(), noise=0.05, seed=0, absent=None):
-        self.hosts = ["n%02d" % i for i in range(count)]
-        self.capacity = {h: HEALTHY for h in self.hosts}
-        for index in slow:
-            self.capacity[self.hosts[index]] = SLOW
-        self.links = {tuple(sorted((self.hosts[a], self.hosts[b]))): SLOW for a, b in slow_links}
-        self.rng = random.Random(seed)
-        self.noise = noise
-        self.absent = absent or {}  # round -> hosts that do not join in it
-
-    def busbw(self, members):
-        capacity = min(self.capacity[h] for h in members)
-        for link in F.ring_links(members):
-            capacity = min(capacity, self.links.get(tuple(link), HEALTHY))
-        return capacity * (1 + self.rng.uniform(-self.noise, self.noise))
-
-    def outcome(self, number, members):
-        absent = [h for h in members if h in self.absent.get(number, ())]
-        if absent:
-            return {"complete": False, "errors": [{"host": h, "kind": "did not join", "reason": "gone"} for h in absent]}
-        return {"complete": True, "errors": [], "busbw_gbps": self.busbw(members), "latency_us": 50.0, "verified": True,
-                "backend": "tcp", "rows": []}
-
-
-def isolate(fabric, floors=True, mode="auto"):
-    state = F.start(fabric.hosts, {h: FLOOR for h in fabric.hosts} if floors else {}, {"mode": mode})
-    while True:
-        F.next_round(state)
-        if state["done"]:
-            return state
-        plan = state["plan"]
-        used = [h for g in plan["groups"] for h in g["members"]]
-        assert len(used) == len(set(used)), "a host is in two groups of one round"
-        assert all(len(g["members"]) >= 2 for g in plan["groups"])
-        F.record(state, {g["id"]: fabric.outcome(plan["round"], g["members"]) for g in plan["groups"]})
-
-
-def named_by(state):
-    """The round by which every named host was named."""
-    return max((max(bad["rounds"]) for bad in state["bad"].values()), default=0)
+from ansible_collections.continuum.hydra.tests.support.fabric import FLOOR, SimulatedFabric, isolate, named_by
 
 
 @pytest.mark.parametrize("floors", [True, False], ids=["absolute", "relative"])
 @pytest.mark.parametrize("count", range(3, 17))
 def test_one_slow_host_is_named_within_ceil_log2_n_plus_2_rounds_wherever_it_is(count, floors):
     for slow in range(count):
-        fabric = Fabric(count, slow=(slow,), seed=count * 31 + slow)
+        fabric = SimulatedFabric(count, slow=(slow,), seed=count * 31 + slow)
         state = isolate(fabric, floors)
         assert set(state["bad"]) == {fabric.hosts[slow]}, (count, slow, state["bad"])
         assert named_by(state) <= F.bound_one(count) == math.ceil(math.log2(count)) + 2
@@ -80,7 +33,7 @@ def test_two_slow_hosts_are_both_named_within_ceil_log2_n_plus_3_rounds(count, f
     if not floors and count < 6:
         pytest.skip("relative judging needs a screening pair free of slow hosts: two slow hosts need N >= 6")
     for slow in itertools.combinations(range(count), 2):
-        fabric = Fabric(count, slow=slow, seed=sum(slow) * 7 + count)
+        fabric = SimulatedFabric(count, slow=slow, seed=sum(slow) * 7 + count)
         state = isolate(fabric, floors)
         assert set(state["bad"]) == {fabric.hosts[i] for i in slow}, (count, slow, state["bad"])
         assert named_by(state) <= F.bound_two(count)
@@ -89,7 +42,7 @@ def test_two_slow_hosts_are_both_named_within_ceil_log2_n_plus_3_rounds(count, f
 
 @pytest.mark.parametrize("floors", [True, False], ids=["absolute", "relative"])
 def test_two_slow_hosts_of_three_cannot_be_told_apart_and_nobody_is_called_good(floors):
-    fabric = Fabric(3, slow=(0, 2))
+    fabric = SimulatedFabric(3, slow=(0, 2))
     state = isolate(fabric, floors)
     checks = F.host_checks(state)
     if floors:  # every pair fails: no host passes, none is isolated, all three are reported failing
@@ -104,7 +57,7 @@ def test_two_slow_hosts_of_three_cannot_be_told_apart_and_nobody_is_called_good(
 @pytest.mark.parametrize("count", range(2, 17))
 def test_a_healthy_fabric_flags_nobody_over_repeated_noisy_runs(count, floors):
     for seed in range(20):
-        state = isolate(Fabric(count, seed=seed, noise=0.1), floors)
+        state = isolate(SimulatedFabric(count, seed=seed, noise=0.1), floors)
         assert not state["bad"] and not state["links"] and not state["errored"]
         statuses = {c[0]["status"] for c in F.host_checks(state).values()}
         if floors or count > 2:
@@ -114,13 +67,13 @@ def test_a_healthy_fabric_flags_nobody_over_repeated_noisy_runs(count, floors):
 
 
 def test_with_an_absolute_floor_a_healthy_fabric_costs_one_round():
-    state = isolate(Fabric(16))
+    state = isolate(SimulatedFabric(16))
     assert len(state["rounds"]) == 1 and state["rounds"][0]["stage"] == F.WHOLE
 
 
 def test_a_slow_link_between_the_halves_is_probed_across_the_cut_and_named():
     # n03-n04 is slow: the whole ring fails, both halves (n00-n03, n04-n07) pass, the cross probes name the link.
-    fabric = Fabric(8, slow_links=[(3, 4)])
+    fabric = SimulatedFabric(8, slow_links=[(3, 4)])
     state = isolate(fabric)
     assert state["bad"] == {}
     assert [link["hosts"] for link in state["links"]] == [["n03", "n04"]]
@@ -133,7 +86,7 @@ def test_a_slow_link_between_the_halves_is_probed_across_the_cut_and_named():
 
 
 def test_a_host_that_does_not_join_is_error_and_the_rest_are_still_judged():
-    fabric = Fabric(8, slow=(5,), absent={1: ("n02",)})
+    fabric = SimulatedFabric(8, slow=(5,), absent={1: ("n02",)})
     state = isolate(fabric)
     assert state["errored"]["n02"]["kind"] == "did not join" and state["errored"]["n02"]["round"] == 1
     assert set(state["bad"]) == {"n05"}
@@ -144,7 +97,7 @@ def test_a_host_that_does_not_join_is_error_and_the_rest_are_still_judged():
 
 
 def test_the_proof_names_the_rounds_the_figure_the_floor_and_the_proven_good_partner():
-    fabric = Fabric(8, slow=(6,), noise=0)
+    fabric = SimulatedFabric(8, slow=(6,), noise=0)
     state = isolate(fabric)
     check = F.host_checks(state)["n06"][0]
     assert check["status"] == FAIL
@@ -168,13 +121,13 @@ def test_pairwise_runs_every_pair_once_in_disjoint_rounds():
 
 
 def test_small_groups_go_pairwise_and_a_slow_host_fails_with_everyone():
-    state = isolate(Fabric(4, slow=(2,)))
+    state = isolate(SimulatedFabric(4, slow=(2,)))
     assert state["mode"] == F.PAIRWISE and set(state["bad"]) == {"n02"}
     assert all(r["stage"] == F.PAIR for r in state["rounds"])
 
 
 def test_one_host_alone_is_not_tested():
-    state = isolate(Fabric(1))
+    state = isolate(SimulatedFabric(1))
     assert state["rounds"] == [] and F.host_checks(state)["n00"][0]["status"] == SKIP
 
 
