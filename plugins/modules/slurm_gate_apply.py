@@ -17,6 +17,10 @@ description:
     plan saw. Such a node moves to C(plan.leave) with why."
   - "The brake: when the plan would drain more than O(max_count) nodes, or more than O(max_fraction) of the judged
     nodes, the module fails before any change (no drain and no resume) and says why."
+  - "The circuit breaker: when more than O(breaker_share) of the judged nodes (and at least O(breaker_min_nodes))
+    could not be judged (V(error) or V(unreachable)), or fail the same check, the checker is suspect rather than the
+    nodes: nothing is drained (each such node is in C(plan.leave) saying why), nodes that pass are still resumed, and
+    the task does not fail. C(plan.breaker) says what tripped it."
   - Usually called by the P(continuum.hydra.slurm_gate#role) role; see C(docs/slurm_gate.md).
 author:
   - continuum.hydra developers (@continuum-hydra)
@@ -40,11 +44,13 @@ options:
     type: dict
     required: true
   drain_on:
-    description: Doctor outcomes that drain a node.
+    description:
+      - Doctor outcomes that drain a node. V(error) means doctor could not judge the node (a probe failed or timed
+        out): a checker outage, not proof of a fault, so it drains only when listed here.
     type: list
     elements: str
     choices: [failed, error, warning]
-    default: [failed, error]
+    default: [failed]
   unreachable:
     description:
       - "What to do with a node doctor could not reach. V(ignore) leaves its state as it is; V(drain) drains it with
@@ -60,6 +66,16 @@ options:
     description: Brake; the largest number of nodes one run may drain.
     type: int
     default: 10
+  breaker_share:
+    description:
+      - Circuit breaker; the share (above 0, at most 1) of the judged nodes that, could they not be judged or fail the
+        same check, makes the gate drain nothing this run. V(1) turns it off.
+    type: float
+    default: 0.5
+  breaker_min_nodes:
+    description: Circuit breaker; the fewest nodes that trip it (fewer, whatever their share, never do).
+    type: int
+    default: 3
   node_names:
     description: SLURM node name per inventory host, for hosts whose inventory name is not their SLURM name.
     type: dict
@@ -101,13 +117,17 @@ plan:
     - What the gate does (or, in check mode or when the brake trips, would do). C(drain) and C(resume) entries have
       C(node), C(host), C(reason) and C(why); C(leave) entries have C(node), C(host) and C(why).
     - C(brake) has C(tripped), C(why), C(drain_count), C(node_count), C(max_count) and C(max_fraction).
+    - C(breaker) has C(tripped), C(why), C(share), C(min_nodes), C(node_count), C(unjudged) (the hosts that could not be
+      judged), C(check_id) (the check most nodes fail, when that tripped it) and C(hosts) (the hosts that tripped it).
   returned: always
   type: dict
   sample: {"drain": [{"node": "node3", "host": "gpu-c", "reason": "hydra: gpu.ecc_errors",
                       "why": "doctor failed: gpu.ecc_errors"}],
            "resume": [], "leave": [{"node": "node1", "host": "gpu-a", "why": "doctor healthy, in service (IDLE)"}],
            "brake": {"tripped": false, "why": null, "drain_count": 1, "node_count": 4, "max_count": 10,
-                     "max_fraction": 0.25}}
+                     "max_fraction": 0.25},
+           "breaker": {"tripped": false, "why": null, "share": 0.5, "min_nodes": 3, "node_count": 4, "unjudged": [],
+                       "check_id": null, "hosts": []}}
 plan_lines:
   description: The plan as one readable line per node (the brake first when it trips).
   returned: always
@@ -136,6 +156,8 @@ def main() -> None:
             unreachable=dict(type="str", choices=list(_slurm.UNREACHABLE_POLICIES), default=_slurm.DEFAULT_POLICY[_slurm.UNREACHABLE]),
             max_fraction=dict(type="float", default=_slurm.DEFAULT_POLICY["max_fraction"]),
             max_count=dict(type="int", default=_slurm.DEFAULT_POLICY["max_count"]),
+            breaker_share=dict(type="float", default=_slurm.DEFAULT_POLICY["breaker_share"]),
+            breaker_min_nodes=dict(type="int", default=_slurm.DEFAULT_POLICY["breaker_min_nodes"]),
             node_names=dict(type="dict", default={}),
             scontrol_path=dict(type="path"),
             slurm_conf=dict(type="path"),

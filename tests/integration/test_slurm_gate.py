@@ -50,13 +50,18 @@ def host_bins(tmp_path_factory):
     for host in HOSTS:
         bins[host, "pass"] = write_host_bin(os.path.join(root, "pass"), host, a100)
         bins[host, "fail"] = write_host_bin(os.path.join(root, "fail"), host, plant(a100, UNCORRECTABLE_ECC))
+        bins[host, "hang"] = write_host_bin(os.path.join(root, "hang"), host, hang=True)  # doctor: ERROR, could not judge
     return bins
 
 
-def run_gate(tmp_path, conf, host_bins, failing=(), unreachable=(), check=False, **gate_vars):
+def run_gate(tmp_path, conf, host_bins, failing=(), unreachable=(), check=False, erring=(), **gate_vars):
     nodes = {}
+    if erring:
+        gate_vars.setdefault("hydra_timeouts", {"nvidia_smi": 2})  # a hung nvidia-smi is given up on quickly
     for host in HOSTS:
-        if host in unreachable:
+        if host in erring:
+            nodes[host] = host_vars(host_bins[host, "hang"])
+        elif host in unreachable:
             # Nothing listens on port 1 of the loopback address: the connection is refused at once.
             nodes[host] = {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 1,
                            "ansible_ssh_common_args": "-o ConnectTimeout=5 -o StrictHostKeyChecking=no"}
@@ -157,9 +162,10 @@ def test_decides_from_a_saved_fleet_report(cluster, host_bins, tmp_path):
     set_nodes(cluster, {})
     report = {"schema_version": "1.0.0", "kind": "continuum.hydra.fleet_report", "hosts": {
         "gpu-a": {"status": "healthy", "message": None, "failing_checks": [], "warning_checks": []},
-        "gpu-b": {"status": "error", "message": None, "failing_checks": ["gpu.nvlink"], "warning_checks": []},
+        "gpu-b": {"status": "failed", "message": None, "failing_checks": ["gpu.nvlink"], "warning_checks": []},
         "gpu-c": {"status": "warning", "message": None, "failing_checks": [], "warning_checks": ["gpu.persistence_mode"]},
-        "gpu-d": {"status": "healthy", "message": None, "failing_checks": [], "warning_checks": []},
+        # Could not judge: not drained unless slurm_gate_drain_on lists error.
+        "gpu-d": {"status": "error", "message": None, "failing_checks": ["gpu.nvml_available"], "warning_checks": []},
     }}
     path = tmp_path / "fleet-report.json"
     path.write_text(json.dumps(report))
@@ -201,3 +207,43 @@ def test_an_admin_drain_between_the_plan_and_the_change_is_never_lifted_or_repla
     assert proc.returncode == 0, out[-5000:]
     assert "leave  node1 (gpu-a): drained by someone else since the plan (admin: fan swap, ticket 99): not resumed" in out
     assert "leave  node3 (gpu-c): drained by someone else since the plan (admin: bad DIMM): not drained" in out
+
+
+def fleet_report(tmp_path):
+    with open(str(tmp_path / "reports" / "fleet-report.json")) as handle:
+        return json.load(handle)
+
+
+def test_a_node_doctor_could_not_judge_is_not_drained_by_default(cluster, host_bins, tmp_path):
+    # Issue 27: error ("could not judge": a hung nvidia-smi here) drained the node by default. node2 is an admin's drain.
+    set_nodes(cluster, {"node2": "admin: bad fan"})
+    proc, out = run_gate(tmp_path, cluster, host_bins, erring=["gpu-c"])
+    assert proc.returncode == 0, out[-5000:]
+    assert fleet_report(tmp_path)["hosts"]["gpu-c"]["status"] == "error"
+    assert node_states(cluster) == {"node1": (False, None), "node2": (True, "admin: bad fan"),
+                                    "node3": (False, None), "node4": (False, None)}
+    assert "leave  node3 (gpu-c): doctor error, in service (IDLE)" in out
+    # Asked for, error drains.
+    proc, out = run_gate(tmp_path, cluster, host_bins, erring=["gpu-c"], slurm_gate_drain_on=["failed", "error"])
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster)["node3"] == (True, "hydra: gpu.ecc_errors")
+
+
+def test_a_fleet_wide_checker_error_drains_nothing_and_raises_one_alarm(cluster, host_bins, tmp_path):
+    # A checker outage on three of four nodes (doctor cannot judge them), one real failure (node3), an admin's drain
+    # (node2). Even with error draining and no brake in the way, the breaker drains nothing: not the erring nodes, not
+    # node3 (the run is not to be trusted), and node2 keeps the admin's reason.
+    set_nodes(cluster, {"node2": "admin: bad fan"})
+    proc, out = run_gate(tmp_path, cluster, host_bins, erring=["gpu-a", "gpu-b", "gpu-d"], failing=["gpu-c"],
+                         slurm_gate_drain_on=["failed", "error"], slurm_gate_max_fraction=1.0)
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster) == {"node1": (False, None), "node2": (True, "admin: bad fan"),
+                                    "node3": (False, None), "node4": (False, None)}
+    assert ("BREAKER: 3 of 4 nodes could not be judged (error or unreachable), more than 50%: the checker is suspect, "
+            "not the nodes; nothing will be drained") in out
+    assert "leave  node3 (gpu-c): failed, not drained: circuit breaker: 3 of 4 nodes" in out
+    assert recap_changed(out, "slurm-head") == 0
+    report = fleet_report(tmp_path)
+    assert report["actions"][0]["check_id"] == "hydra.checker"
+    assert report["actions"][0]["hosts"] == ["gpu-a", "gpu-b", "gpu-d"]
+    assert report["analysis"]["checker"]["tripped"] is True

@@ -34,13 +34,25 @@ OUTCOMES = (HEALTHY, WARNING, FAILED, ERROR, UNREACHABLE, UNKNOWN)
 DRAINABLE_OUTCOMES = (FAILED, ERROR, WARNING)
 UNREACHABLE_POLICIES = ("ignore", "drain")
 
+# The circuit breaker (breaker()): when more than this share of the judged nodes could not be judged (ERROR, or
+# unreachable), or FAIL the same check - and at least BREAKER_MIN_NODES of them - the checker is the likelier culprit
+# than the nodes (a DCGM host engine down, an NFS hang, a driver install broken across the fleet, a wrong expectation)
+# and the gate drains nothing. Half, as NVSentinel's breaker (50 % of the GPU nodes by default, docs "Circuit
+# Breaker"): a real fault of hardware takes some nodes, rarely most of them. Fewer than three nodes failing alike are
+# within what one shared cause of hardware does to a small partition (two nodes behind one bad switch).
+BREAKER_SHARE = 0.5
+BREAKER_MIN_NODES = 3
+
 # The policy key UNREACHABLE (the option of that name) says what to do with the nodes of unreachable hosts.
+# "error" means "could not judge": it drains only when asked (a checker outage must not drain healthy nodes).
 DEFAULT_POLICY: dict[str, Any] = {
-    "drain_on": [FAILED, ERROR],
+    "drain_on": [FAILED],
     UNREACHABLE: "ignore",
     "max_fraction": 0.25,
     "max_count": 10,
     "node_names": {},
+    "breaker_share": BREAKER_SHARE,
+    "breaker_min_nodes": BREAKER_MIN_NODES,
 }
 
 GatePlan = dict[str, Any]  # plan(): {drain, resume, leave, brake}
@@ -50,11 +62,15 @@ class GateInputError(ValueError):
     """Bad gate input: one line naming the bad value and what is accepted."""
 
 
-def drain_reason(check_ids: list[str]) -> str:
-    """`hydra: id1,id2` cut to MAX_REASON_CHARS, saying how many ids were left out."""
+def drain_reason(check_ids: list[str], proof: Optional[str] = None) -> str:
+    """`hydra: id1,id2` cut to MAX_REASON_CHARS, saying how many ids were left out; then the outcome's proof (the
+    fabric test's rounds, figure and partner: 'hydra: fabric.collective rounds 2,4: 0.003<0.02 GB/s with n7') as far
+    as it fits."""
     ids = sorted(set(check_ids)) or ["no failing check id reported"]
     reason = "%s %s" % (REASON_PREFIX, ",".join(ids))
     if len(reason) <= MAX_REASON_CHARS:
+        if proof:
+            reason = ("%s %s" % (reason, " ".join(str(proof).split())))[:MAX_REASON_CHARS]
         return reason
     kept: list[str] = []
     for index, check_id in enumerate(ids):
@@ -87,6 +103,12 @@ def normalize_policy(policy: Optional[dict[str, Any]]) -> dict[str, Any]:
     count = merged["max_count"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise GateInputError("max_count: %r is not a whole number >= 0" % (count,))
+    share = merged["breaker_share"]
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+        raise GateInputError("breaker_share: %r is not a fraction above 0 and at most 1 (1 turns the breaker off)" % (share,))
+    least = merged["breaker_min_nodes"]
+    if isinstance(least, bool) or not isinstance(least, int) or least < 1:
+        raise GateInputError("breaker_min_nodes: %r is not a whole number >= 1" % (least,))
     if not isinstance(merged["node_names"], dict):
         raise GateInputError("node_names: %r is not a mapping of inventory host to SLURM node name" % (merged["node_names"],))
     return merged
@@ -101,17 +123,53 @@ def _validate_outcomes(outcomes: Any) -> None:
             raise GateInputError("outcomes.%s.status: %r is not one of %s" % (host, status, ", ".join(OUTCOMES)))
 
 
+def breaker(outcomes: dict[str, Any], share: float = BREAKER_SHARE, min_nodes: int = BREAKER_MIN_NODES) -> dict[str, Any]:
+    """Whether the checker, rather than the nodes, is the likelier culprit of this run's verdicts. Pure.
+
+    outcomes: as plan()'s (for the report: its hosts, which carry the same status and failing_checks). The judged
+    nodes are those with a verdict or unreachable (UNKNOWN ones had no doctor run). Tripped when more than ``share``
+    of them, and at least ``min_nodes``, could not be judged (ERROR or unreachable), or list the same failing check.
+    Returns {tripped, why, share, min_nodes, node_count, unjudged: [hosts], check_id, hosts: [the hosts it names]}.
+    """
+    judged = sorted(host for host, outcome in outcomes.items() if outcome.get("status") in OUTCOMES and outcome["status"] != UNKNOWN)
+    unjudged = [host for host in judged if outcomes[host]["status"] in (ERROR, UNREACHABLE)]
+    by_check: dict[str, list[str]] = {}
+    for host in judged:
+        if outcomes[host]["status"] in (FAILED, ERROR):
+            for check_id in sorted(set(outcomes[host].get("failing_checks") or [])):
+                by_check.setdefault(check_id, []).append(host)
+    out: dict[str, Any] = {"tripped": False, "why": None, "share": share, "min_nodes": min_nodes, "node_count": len(judged),
+                           "unjudged": unjudged, "check_id": None, "hosts": []}
+
+    def over(hosts: list[str]) -> bool:
+        return len(hosts) >= min_nodes and len(hosts) > share * len(judged)
+    common = sorted(((check_id, hosts) for check_id, hosts in by_check.items() if over(hosts)), key=lambda kv: (-len(kv[1]), kv[0]))
+    if over(unjudged):
+        out.update(tripped=True, hosts=unjudged, why="%d of %d nodes could not be judged (error or unreachable), more "
+                   "than %g%%: the checker is suspect, not the nodes" % (len(unjudged), len(judged), share * 100))
+    elif common:
+        check_id, hosts = common[0]
+        out.update(tripped=True, hosts=hosts, check_id=check_id, why="%d of %d nodes fail the same check %s, more than "
+                   "%g%%: the checker is suspect, not the nodes" % (len(hosts), len(judged), check_id, share * 100))
+    return out
+
+
 def plan(outcomes: dict[str, Any], nodes: dict[str, Node], policy: Optional[dict[str, Any]] = None) -> GatePlan:
     """What the gate would do. Pure: outcomes x SLURM node states x policy -> plan.
 
     outcomes: {inventory_host: {"status": one of OUTCOMES, "failing_checks": [ids], "message": str}}
     nodes:    parse_show_node() output
     Returns {"drain": [{node, host, reason, why}], "resume": [{node, host, reason, why}],
-             "leave": [{node, host, why}], "brake": {...}}; the brake is judged on the whole plan,
-    before anything changes, and a tripped brake means nothing is to be done at all.
+             "leave": [{node, host, why}], "brake": {...}, "breaker": breaker()}. The breaker is judged on the
+    outcomes first: tripped, the plan drains nothing (each node it would have drained is left, saying why) and still
+    resumes the nodes that pass. The brake is judged on the whole plan, before anything changes, and a tripped brake
+    means nothing is to be done at all.
     """
     _validate_outcomes(outcomes)
     policy = normalize_policy(policy)
+    tripped = breaker(dict((host, outcome) for host, outcome in outcomes.items()
+                           if policy["node_names"].get(host, host) in nodes),
+                      policy["breaker_share"], policy["breaker_min_nodes"])
     drain, resume, leave = [], [], []
     judged = 0
     for host in sorted(outcomes):
@@ -127,11 +185,13 @@ def plan(outcomes: dict[str, Any], nodes: dict[str, Node], policy: Optional[dict
         failing = sorted(set(outcome.get("failing_checks") or []))
         wants_drain = status in policy["drain_on"] or (status == UNREACHABLE and policy[UNREACHABLE] == "drain")
         if wants_drain:
-            new_reason = UNREACHABLE_REASON if status == UNREACHABLE else drain_reason(failing)
+            new_reason = UNREACHABLE_REASON if status == UNREACHABLE else drain_reason(failing, outcome.get("proof"))
             if current["drained"]:
                 owner = "hydra" if is_hydra_reason(reason) else "an admin"
                 leave.append({"node": node, "host": host,
                               "why": "%s, already drained by %s (%s)" % (status, owner, reason or "no reason")})
+            elif tripped["tripped"]:
+                leave.append({"node": node, "host": host, "why": "%s, not drained: circuit breaker: %s" % (status, tripped["why"])})
             else:
                 why = "doctor could not reach the host" if status == UNREACHABLE else \
                     "doctor %s: %s" % (status, ", ".join(failing) or outcome.get("message") or "no check id")
@@ -147,7 +207,7 @@ def plan(outcomes: dict[str, Any], nodes: dict[str, Node], policy: Optional[dict
                           "why": "doctor %s, but drained by an admin (%s): hydra never resumes it" % (status, reason or "no reason")})
         else:
             leave.append({"node": node, "host": host, "why": "doctor %s, in service (%s)" % (status, current["state"])})
-    return {"drain": drain, "resume": resume, "leave": leave, "brake": brake(len(drain), judged, policy)}
+    return {"drain": drain, "resume": resume, "leave": leave, "brake": brake(len(drain), judged, policy), "breaker": tripped}
 
 
 def brake(drain_count: int, node_count: int, policy: dict[str, Any]) -> dict[str, Any]:
@@ -188,6 +248,8 @@ def changed_since_plan(entry: dict[str, Any], action: str, now: Optional[Node], 
 def plan_lines(gate_plan: GatePlan) -> list[str]:
     """The plan as one line per node, for people reading a check-mode run."""
     lines = []
+    if (gate_plan.get("breaker") or {}).get("tripped"):
+        lines.append("BREAKER: %s; nothing will be drained" % gate_plan["breaker"]["why"])
     if gate_plan["brake"]["tripped"]:
         lines.append("BRAKE: %s; nothing will be changed" % gate_plan["brake"]["why"])
     lines.extend("drain  %s (%s): %s -> reason %r" % (d["node"], d["host"], d["why"], d["reason"]) for d in gate_plan["drain"])
@@ -290,7 +352,8 @@ class SlurmGateWorker(Worker):
         """Each node re-read right before its change (changed_since_plan): what an admin did since the plan stands.
         Returns what was done; a node no longer to change is in ``leave`` with why. (SLURM has no compare-and-set:
         what remains is the instant between this read and the update.)"""
-        done: GatePlan = {"drain": [], "resume": [], "leave": list(plan["leave"]), "brake": plan["brake"]}
+        done: GatePlan = {"drain": [], "resume": [], "leave": list(plan["leave"]), "brake": plan["brake"],
+                          "breaker": plan.get("breaker")}
         for action, args_of in (("drain", lambda e: drain_args(e["node"], e["reason"])), ("resume", lambda e: resume_args(e["node"]))):
             for entry in plan[action]:
                 now, error = self.read_node(entry["node"])

@@ -18,6 +18,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history as history_mod
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import DEFAULT_METRIC, plan_batches
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.bottleneck import analyse_bottleneck
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.checker import raise_alarm
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.classes import classify, count_peer_groups
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import analyse_drift
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.env_drift import environment_drift
@@ -177,4 +178,5 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
         options.current_snapshot = history_mod.snapshot(report)
         fold.add(options.current_snapshot, score=False)
         analysis["history"] = fold.result(options.current_snapshot, rule)
+    raise_alarm(report)  # last: its action stays first however the others were ranked
     return report

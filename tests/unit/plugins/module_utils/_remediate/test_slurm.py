@@ -58,11 +58,60 @@ def test_plan_never_drains_an_already_drained_node_again():
                                                  "failed, already drained by hydra (hydra: gpu.ecc_errors,x=y)"]
 
 
-def test_error_drains_by_default_and_not_when_left_out_of_drain_on():
+def test_error_drains_only_when_asked():
+    # Issue 27: "could not judge" (a DCGM host engine down, an NFS hang) drained healthy nodes by default.
     nodes = {"n1": node("IDLE")}
-    assert [d["node"] for d in slurm.plan({"n1": outcome("error", "gpu.nvlink")}, nodes)["drain"]] == ["n1"]
-    assert slurm.plan({"n1": outcome("error", "gpu.nvlink")}, nodes, {"drain_on": ["failed"]})["drain"] == []
+    plan = slurm.plan({"n1": outcome("error", "gpu.nvlink")}, nodes)
+    assert plan["drain"] == []
+    assert plan["leave"] == [{"node": "n1", "host": "n1", "why": "doctor error, in service (IDLE)"}]
+    assert [d["node"] for d in slurm.plan({"n1": outcome("error", "gpu.nvlink")}, nodes, {"drain_on": ["failed", "error"]})["drain"]] == ["n1"]
+    assert [d["node"] for d in slurm.plan({"n1": outcome("failed", "gpu.ecc_errors")}, nodes)["drain"]] == ["n1"]
     assert [d["node"] for d in slurm.plan({"n1": outcome("warning")}, nodes, {"drain_on": ["warning"]})["drain"]] == ["n1"]
+    assert slurm.DEFAULT_POLICY["drain_on"] == ["failed"]
+
+
+def _fleet(statuses):
+    """n0..nK: each status with its failing check ids; every node in service."""
+    outcomes = dict(("n%d" % i, outcome(status, *checks)) for i, (status, checks) in enumerate(statuses))
+    return outcomes, dict((name, node("IDLE")) for name in outcomes)
+
+
+def test_breaker_a_fleet_wide_checker_error_drains_nothing_even_when_error_drains():
+    # DCGM's host engine down everywhere: 4 of 5 nodes ERROR on gpu.dcgm_diag, one node really fails.
+    outcomes, nodes = _fleet([("error", ["gpu.dcgm_diag"])] * 4 + [("failed", ["gpu.ecc_errors"])])
+    plan = slurm.plan(outcomes, nodes, {"drain_on": ["failed", "error"], "max_fraction": 1, "max_count": 100})
+    assert plan["drain"] == []
+    assert plan["breaker"]["tripped"] is True and plan["breaker"]["hosts"] == ["n0", "n1", "n2", "n3"]
+    assert plan["breaker"]["why"] == ("4 of 5 nodes could not be judged (error or unreachable), more than 50%: "
+                                      "the checker is suspect, not the nodes")
+    assert all("not drained: circuit breaker: 4 of 5 nodes" in entry["why"] for entry in plan["leave"])
+    assert slurm.plan_lines(plan)[0].startswith("BREAKER: 4 of 5 nodes could not be judged")
+    assert plan["brake"]["tripped"] is False  # the breaker holds the drains; the brake has nothing to stop
+
+
+def test_breaker_most_nodes_failing_the_same_check_drains_nothing_but_resumes():
+    # A driver_min set above what the fleet runs: driver.version FAILs on 3 of 4; n3 was drained by hydra and passes now.
+    outcomes, nodes = _fleet([("failed", ["driver.version"])] * 3 + [("healthy", [])])
+    nodes["n3"] = node("IDLE+DRAIN", "hydra: gpu.ecc_errors")
+    plan = slurm.plan(outcomes, nodes, {"max_fraction": 1})
+    assert plan["drain"] == [] and [r["node"] for r in plan["resume"]] == ["n3"]
+    assert plan["breaker"]["check_id"] == "driver.version"
+    assert plan["breaker"]["why"] == "3 of 4 nodes fail the same check driver.version, more than 50%: the checker is suspect, not the nodes"
+
+
+@pytest.mark.parametrize("statuses, policy, tripped", [
+    ([("failed", ["a.b"])] * 2, {}, False),                                          # 2 nodes: under breaker_min_nodes
+    ([("failed", ["a.b"])] * 3 + [("healthy", [])] * 3, {}, False),                  # 3 of 6 is not more than half
+    ([("failed", ["a.b"])] * 4 + [("healthy", [])] * 3, {}, True),                   # 4 of 7 is
+    ([("failed", ["a.b"]), ("failed", ["c.d"]), ("failed", ["e.f"]), ("healthy", [])], {}, False),  # different checks
+    ([("unreachable", [])] * 3 + [("failed", ["a.b"])], {}, True),                   # most could not be reached
+    ([("error", ["x.y"])] * 3 + [("unknown", [])] * 5, {}, True),                    # no doctor run: not counted
+    ([("error", ["x.y"])] * 3, {"breaker_share": 1}, False),                         # turned off
+    ([("failed", ["a.b"])] * 2 + [("healthy", [])], {"breaker_min_nodes": 2}, True),
+])
+def test_breaker_share_and_least_nodes(statuses, policy, tripped):
+    outcomes, nodes = _fleet(statuses)
+    assert slurm.plan(outcomes, nodes, dict({"max_fraction": 1, "max_count": 100}, **policy))["breaker"]["tripped"] is tripped
 
 
 def test_unreachable_policy():
@@ -129,6 +178,8 @@ def test_drain_reason_is_bounded_and_says_what_was_cut():
     ({"max_fraction": 1.5}, "max_fraction: 1.5 is not a fraction between 0 and 1"),
     ({"max_count": -1}, "max_count: -1 is not a whole number >= 0"),
     ({"max_cnt": 3}, "policy: unknown key 'max_cnt'"),
+    ({"breaker_share": 0}, "breaker_share: 0 is not a fraction above 0 and at most 1 (1 turns the breaker off)"),
+    ({"breaker_min_nodes": 0}, "breaker_min_nodes: 0 is not a whole number >= 1"),
 ])
 def test_bad_policy_is_one_clear_line(policy, message):
     with pytest.raises(slurm.GateInputError) as err:
