@@ -14,6 +14,10 @@ description:
     C(from_json)).
   - A host without a result (unreachable, or doctor not run) is V(unreachable); a host whose doctor task failed
     without a result, or whose fleet report status is C(task_failed), is V(error); a skipped task is V(unknown).
+  - The fabric test's verdict (C(playbooks/fabric.yml), its planner's last result in O(fabric_var)) joins each host's
+    checks as C(fabric.collective) and C(fabric.link), as it does in the fleet report. C(proof), when there is one, is the short
+    proof of a failing check that has one (the rounds, figure and proven-good partner that isolated a slow host), which
+    the SLURM gate appends to its C(hydra:) drain reason.
 author:
   - continuum.hydra developers (@continuum-hydra)
 options:
@@ -31,6 +35,12 @@ options:
     description: The variable each host registered its doctor result in (C(hostvars) input only).
     type: str
     default: hydra_doctor
+  fabric_var:
+    description:
+      - The variable that holds the fabric test's last planner result (C(hostvars) input only); absent or not done, no
+        fabric verdict is added.
+    type: str
+    default: hydra_fabric_plan
 seealso:
   - module: continuum.hydra.doctor
   - module: continuum.hydra.slurm_gate_apply
@@ -51,7 +61,9 @@ _value:
   description: Host name to its outcome.
   type: dict
   sample: {"gpu-a": {"status": "failed", "failing_checks": ["gpu.ecc_errors"], "warning_checks": [],
-                     "message": "doctor: failed"}}
+                     "message": "doctor: failed"},
+           "gpu-b": {"status": "failed", "failing_checks": ["fabric.collective"], "warning_checks": [],
+                     "message": "doctor: failed", "proof": "rounds 1,2,4: 0.0025<0.02 GB/s with gpu-c"}}
 """
 
 from collections.abc import Callable, Iterable, Mapping
@@ -60,16 +72,33 @@ from typing import Any, Optional
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, HOST_VERDICTS, UNREACHABLE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, MISSING, TASK_FAILED, UNCHECKED, FleetCollector
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import (
+    ALL_HOST_STATUSES,
+    MISSING,
+    TASK_FAILED,
+    UNCHECKED,
+    FleetCollector,
+    reported_checks,
+)
 
 FLEET_REPORT_KIND = "continuum.hydra.fleet_report"
 # A host doctor never judged (profiled only, or not in the report): nothing to drain or resume it on.
 UNKNOWN = "unknown"
 
 
-def _outcome(status: str, message: str, failing: Iterable[str] = (), warning: Iterable[str] = ()) -> dict[str, Any]:
-    return {"status": status, "failing_checks": sorted(set(failing)), "warning_checks": sorted(set(warning)),
-            "message": message}
+def _outcome(status: str, message: str, failing: Iterable[str] = (), warning: Iterable[str] = (),
+             proof: Optional[str] = None) -> dict[str, Any]:
+    outcome = {"status": status, "failing_checks": sorted(set(failing)), "warning_checks": sorted(set(warning)), "message": message}
+    if proof:
+        outcome["proof"] = proof
+    return outcome
+
+
+def _proof(entry: Mapping[str, Any]) -> Optional[str]:
+    """The short proofs failing checks offer for a drain reason (details.proof), joined; None when none does."""
+    proofs = [str(c["details"]["proof"]) for c in reported_checks(entry)
+              if c.get("id") in (entry.get("failing_checks") or []) and isinstance(c.get("details"), Mapping) and c["details"].get("proof")]
+    return "; ".join(proofs) or None
 
 
 def from_fleet_report_host(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,10 +112,11 @@ def from_fleet_report_host(entry: Mapping[str, Any]) -> dict[str, Any]:
         raise AnsibleFilterError("doctor_outcomes: fleet report host status %r is not one of %s"
                                  % (status, ", ".join(ALL_HOST_STATUSES)))
     return _outcome(status, entry.get("message") or "doctor: %s" % status,
-                    failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [])
+                    failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [], proof=_proof(entry))
 
 
-def doctor_outcomes(source: Any, hosts: Optional[Iterable[str]] = None, result_var: str = "hydra_doctor") -> dict[str, dict[str, Any]]:
+def doctor_outcomes(source: Any, hosts: Optional[Iterable[str]] = None, result_var: str = "hydra_doctor",
+                    fabric_var: str = "hydra_fabric_plan") -> dict[str, dict[str, Any]]:
     if hosts is not None and (isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__")):
         raise AnsibleFilterError("doctor_outcomes: hosts must be a list of host names, got %r" % (hosts,))
     if isinstance(source, dict) and source.get("kind") == FLEET_REPORT_KIND:
@@ -109,8 +139,20 @@ def doctor_outcomes(source: Any, hosts: Optional[Iterable[str]] = None, result_v
             collector.add_registered(name, result)
         except TypeError as exc:
             raise AnsibleFilterError("doctor_outcomes: %s" % exc) from exc
+    fabric = _fabric_verdict(source, hosts, fabric_var)
+    if fabric is not None:
+        collector.add_fabric(fabric["fabric"], fabric.get("checks") or {})
     report_hosts = collector.build(None)["hosts"]
     return dict((name, from_fleet_report_host(report_hosts[name])) for name in hosts)
+
+
+def _fabric_verdict(source: Any, hosts: Iterable[str], fabric_var: str) -> Optional[Mapping[str, Any]]:
+    """The fabric test's finished planner result (run_once: the same on every host), if any host holds one."""
+    for name in hosts:
+        value = source[name].get(fabric_var) if name in source else None
+        if isinstance(value, Mapping) and value.get("done") and isinstance(value.get("fabric"), Mapping):
+            return value
+    return None
 
 
 class FilterModule:
