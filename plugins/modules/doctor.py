@@ -155,7 +155,7 @@ options:
   force:
     description:
       - Run level V(deep)'s active checks even on a node the idle guard finds busy (or cannot read); check
-        C(system.node_idle) is then C(WARN) naming what occupied the node. Loads a user's job: for a node you own.
+        C(system.node_idle) is then C(WARN) naming what occupied the node. It loads a user's job; use it on a node you own.
     type: bool
     default: false
   torch_python:

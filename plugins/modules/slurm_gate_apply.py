@@ -46,7 +46,7 @@ options:
   drain_on:
     description:
       - Doctor outcomes that drain a node. V(error) means doctor could not judge the node (a probe failed or timed
-        out): a checker outage, not proof of a fault, so it drains only when listed here.
+        out); that is a checker outage as often as a fault, so it drains only when listed here.
     type: list
     elements: str
     choices: [failed, error, warning]
