@@ -15,8 +15,11 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import copy
+import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._status import WARNING
 
 # Which feature reads a key.
 DOCTOR = "doctor"
@@ -26,17 +29,57 @@ FABRIC = "fabric"  # the fabric test's planner, on the controller (plugin_utils/
 READERS = (DOCTOR, PROFILE, BOTH, FABRIC)
 
 # Accepted Python types per declared kind of value (a bool is never an int or a number here).
-KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "number": (int, float), "str": (str,), "bool": (bool,), "list": (list,)}
+KINDS: dict[str, tuple[type, ...]] = {"int": (int,), "number": (int, float), "str": (str,), "bool": (bool,), "list": (list,),
+                                      "dict": (dict,)}
 
 
 class Key(NamedTuple):
-    """One declared hydra_expect key."""
+    """One declared hydra_expect key; ``shape``: for a structured value, its own validation (the first problem, or None)."""
 
     name: str
     kind: str
     default: Any
     meaning: str
     read_by: str
+    shape: Optional[Callable[[Any], Optional[str]]] = None
+
+
+# xid_policy (checks/gpu.py gpu.xid_errors): code -> {severity, count, window_hours}. The severities are the XID
+# table's (checks/xid_table.py, which checks they agree).
+XID_SEVERITIES = ("critical", WARNING, "info")
+XID_POLICY_FIELDS = ("severity", "count", "window_hours")
+
+
+def xid_code(key: Any) -> Optional[int]:
+    """An xid_policy key (an int, or its digits as a string: Ansible passes dict keys as strings) as the XID code."""
+    if isinstance(key, int) and not isinstance(key, bool) and key > 0:
+        return key
+    if isinstance(key, str) and key.strip().isdigit() and len(key.strip()) <= 6 and int(key) > 0:
+        return int(key)
+    return None
+
+
+def _xid_policy_shape(policy: Mapping[str, Any]) -> Optional[str]:
+    for key in sorted(policy, key=str):
+        rule = policy[key]
+        where = "expect.xid_policy.%s" % key
+        if xid_code(key) is None:
+            return "expect.xid_policy: %r is not an XID code (a positive whole number)" % (key,)
+        if not isinstance(rule, dict):
+            return "%s: %r is not a mapping of severity, count, window_hours" % (where, rule)
+        unknown = sorted(set(rule) - set(XID_POLICY_FIELDS), key=str)
+        if unknown:
+            return "%s: unknown field %r; accepted: %s" % (where, unknown[0], ", ".join(XID_POLICY_FIELDS))
+        if rule.get("severity") not in XID_SEVERITIES:
+            return "%s.severity: %r is not one of %s" % (where, rule.get("severity"), ", ".join(XID_SEVERITIES))
+        count = rule.get("count", 1)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            return "%s.count: %r is not a whole number >= 1" % (where, count)
+        hours = rule.get("window_hours")
+        if hours is not None and (isinstance(hours, bool) or not isinstance(hours, (int, float)) or not math.isfinite(hours)
+                                  or hours <= 0):
+            return "%s.window_hours: %r is not a positive number of hours" % (where, hours)
+    return None
 
 
 # The table, grouped by the feature and check family that reads each key.
@@ -56,6 +99,9 @@ KEYS: tuple[Key, ...] = (
     Key("temperature_warn_c", "number", None, "GPU temperature (C) from which gpu.temperature WARNs", DOCTOR),
     # Resolved by doctor's run into the kernel_log probe's options (the probe fetches only the window).
     Key("xid_window_hours", "int", 24, "hours of kernel log gpu.xid_errors reads", DOCTOR),
+    Key("xid_policy", "dict", None,
+        "gpu.xid_errors per-code overrides: {CODE: {severity: critical, warning or info; count: N; window_hours: M}}: the "
+        "severity once N events of that code hit one GPU within M hours (default 1, xid_window_hours)", DOCTOR, _xid_policy_shape),
     Key("fabric_manager_log", "str", "/var/log/fabricmanager.log", "the Fabric Manager log gpu.fabric_manager reads for NVSwitch errors", DOCTOR),
     Key("gpu_busy_util_pct", "int", 10, "GPU utilization (%) from which a GPU counts as busy", DOCTOR),
     Key("pcie_replay_warn", "int", 100, "PCIe replays per GPU since driver load before WARN", DOCTOR),
@@ -201,4 +247,6 @@ def problems(expect: Optional[Mapping[str, Any]]) -> list[str]:
             found.append("expect: unknown key %r; accepted: %s" % (name, ", ".join(sorted(_BY_NAME))))
         elif not is_kind(value, entry.kind):
             found.append("expect.%s: %r is not a %s" % (name, value, entry.kind))
+        elif value is not None and entry.shape is not None and entry.shape(value):
+            found.append(str(entry.shape(value)))
     return found

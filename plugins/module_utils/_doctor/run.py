@@ -61,6 +61,12 @@ def validate(only: Optional[Sequence[str]], exclude: Optional[Sequence[str]], ti
     problems = _expect.problems(expect)
     if problems:
         raise DoctorInputError(problems[0])
+    window = _expect.get(expect, "xid_window_hours")
+    for code, rule in sorted((_expect.get(expect, "xid_policy") or {}).items(), key=lambda item: str(item[0])):
+        if rule.get("window_hours") is not None and rule["window_hours"] > window:
+            # The kernel log is read for xid_window_hours only: a longer window would count fewer events than it says.
+            raise DoctorInputError("expect.xid_policy.%s.window_hours: %r is longer than xid_window_hours %r, the kernel log "
+                                   "doctor reads; raise xid_window_hours" % (code, rule["window_hours"], window))
     for key, accepted in (("dcgm_diag_level", dcgm_probe.DIAG_LEVELS), ("rvs_level", rvs_probe.RVS_LEVELS)):
         value = _expect.get(expect, key)
         if value not in accepted:
@@ -127,6 +133,9 @@ def probe_options(expect: Mapping[str, Any], timeouts: Optional[Mapping[str, Any
         "nvidia_smi_path": nvidia_smi_path,
         "torch_python": torch_python,
         "xid_window_hours": _expect.get(expect, "xid_window_hours"),
+        # the windows of hydra_expect.xid_policy's rules: the kernel_log probe counts each Xid within each of them
+        "xid_policy_windows": sorted(set(float(rule["window_hours"]) for rule in (_expect.get(expect, "xid_policy") or {}).values()
+                                         if rule.get("window_hours") is not None)),
         "fabric_manager_log": _expect.get(expect, "fabric_manager_log"),
         "disk_paths": _expect.get(expect, "disk_paths") if _expect.given(expect, "disk_paths") else None,
         # tenant.slo (probes/tenant.py): where tenants write metrics, where the tenant state lives

@@ -15,6 +15,7 @@ from collections import OrderedDict
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import events
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import PARTITION_DEVICES
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
@@ -293,7 +294,9 @@ def amdgpu_errors(probes: Probes, expect: Expect) -> Finding:
     `VM_L2_PROTECTION_FAULT_STATUS`) are not hardware faults: listed with their processes, PASS.
     Healthy boot lines that mention RAS or ECC pass. SKIP on a host without AMD GPU and nothing in
     the log. An amdgpu line that cannot be read is skipped and counted in details.bad_lines, the rest
-    graded; with nothing else found the check is WARN, never PASS.
+    graded; with nothing else found the check is WARN, never PASS. Every event is judged inside the window and the
+    message says when it last happened; one of unknown time (no timestamp, read from a dmesg without its window) is a
+    WARN, never a FAIL.
 
     Remediation: drain the node, then power-cycle for a failed reset, reset or reboot for an
     uncorrectable error, and replace a GPU at its bad-page threshold or failing to initialise.
@@ -317,6 +320,9 @@ def amdgpu_errors(probes: Probes, expect: Expect) -> Finding:
                      kind=group["kind"], status=status, description=meaning, count=group["count"],
                      first_seen=group["first_seen"], last_seen=group["last_seen"], last_message=group["last_message"],
                      processes=group["processes"])
+        # Judged inside the window: an event of unknown time is never a FAIL (checks/events.py).
+        entry["status"], entry["held"] = events.dated(status, entry, log)
+        entry["when"] = events.when(entry, log)
         entries.append((entry, action))
     details = {"source": log["source"], "window_hours": log["window_hours"], "window_applied": log["window_applied"],
                "gpus": [e for e, _a in entries], "events_total": log.get("events_total"),
@@ -328,8 +334,9 @@ def amdgpu_errors(probes: Probes, expect: Expect) -> Finding:
         return finding(PASS, "no amdgpu hardware fault (%s); %d application page fault line(s) listed%s" % (
             window, faults, ": %s" % ", ".join(processes[:5]) if processes else ""), details)
     top = [(e, a) for e, a in entries if e["status"] == status]
-    named = "; ".join("%s x%d on %s" % (e["description"], e["count"], "GPU %s (%s)" % (e["index"], e["pci_bus_id"])
-                                        if e["index"] is not None else "GPU at %s" % (e["pci_bus_id"] or "an unnamed address"))
+    named = "; ".join("%s x%d on %s, %s%s" % (e["description"], e["count"], "GPU %s (%s)" % (e["index"], e["pci_bus_id"])
+                                              if e["index"] is not None else "GPU at %s" % (e["pci_bus_id"] or "an unnamed address"),
+                                              e["when"], " (%s)" % e["held"] if e["held"] else "")
                       for e, _a in top[:3])
     more = " (and %d more)" % (len(top) - 3) if len(top) > 3 else ""
     actions = list(OrderedDict.fromkeys(a for _e, a in top if a))

@@ -20,7 +20,7 @@ from typing import Any, Optional, Union
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import amd as amd_checks
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import xid_table
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import events, xid_table
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import OUT_OF_RANGE, is_lost
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
@@ -1055,9 +1055,34 @@ def _times(group: Mapping[str, Any]) -> dict[str, Any]:
             "last_message": group["last_message"]}
 
 
+XID_POLICY = _expect.key("xid_policy")
+XID_WINDOW = _expect.key("xid_window_hours")
+
+
+def xid_policy(expect: Expect) -> dict[int, dict[str, Any]]:
+    """hydra_expect.xid_policy by XID code, each rule with its count and window filled in (validated by _expect)."""
+    window = _expect.get(expect, XID_WINDOW)
+    return dict((_expect.xid_code(code) or 0, {"severity": rule["severity"], "count": rule.get("count", 1),
+                                              "window_hours": rule.get("window_hours") or window})
+                for code, rule in (_expect.get(expect, XID_POLICY) or {}).items())
+
+
+def _apply_policy(entry: dict[str, Any], group: Mapping[str, Any], rule: Mapping[str, Any], window_hours: float) -> None:
+    """The site's rule for this code: its severity once ``count`` events hit the GPU within ``window_hours``."""
+    hours = rule["window_hours"]
+    seen = group["count"] if hours >= window_hours else (group.get("within") or {}).get("%g" % hours, 0)
+    applied = seen >= rule["count"]
+    entry["policy"] = dict(rule, seen=seen, applied=applied, catalogue_severity=entry["severity"])
+    if applied:
+        entry["severity"] = rule["severity"]
+        entry["description"] = "%s; site policy: %s after %d in %g h" % (entry["description"], rule["severity"], rule["count"], hours)
+
+
 def _xid_entry(group: Mapping[str, Any], by_pci: Mapping[Optional[str], Any], uuids: Mapping[str, str],
-               counts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One (address, code) of the window, graded; an Xid 45 naming an absent cause is graded as that cause."""
+               counts: Sequence[Mapping[str, Any]], policy: Optional[Mapping[int, Mapping[str, Any]]] = None,
+               window_hours: float = 24) -> dict[str, Any]:
+    """One (address, code) of the window, graded; an Xid 45 naming an absent cause is graded as that cause; the site's
+    xid_policy rule for the code, when there is one, last."""
     entry = dict(_log_gpu(group["pci"], by_pci, uuids), xid=group["code"], **_times(group))
     entry.update(_xid_info(group["code"]))
     causes = sorted(int(code) for code in (group.get("caused_by") or {}))
@@ -1070,6 +1095,9 @@ def _xid_entry(group: Mapping[str, Any], by_pci: Mapping[Optional[str], Any], uu
             entry.update(graded_as=code, severity=info["severity"], nvidia_action=info["nvidia_action"],
                          description="%s, caused by XID %d (%s), which is not itself in the window" % (
                              entry["description"], code, info["description"]))
+    rule = (policy or {}).get(group["code"])
+    if rule is not None:
+        _apply_policy(entry, group, rule, window_hours)
     return entry
 
 
@@ -1110,11 +1138,13 @@ def _event_label(entry: Mapping[str, Any]) -> str:
 
 def _event_phrase(entry: Mapping[str, Any]) -> str:
     if entry.get("nvswitch"):
-        return "SXid %d (%s, %s) x%d on %s" % (entry["sxid"], entry["description"],
+        text = "SXid %d (%s, %s) x%d on %s" % (entry["sxid"], entry["description"],
                                                "fatal" if entry["fatal"] else "non-fatal", entry["count"], _event_label(entry))
-    if entry.get("loss"):
-        return "%s x%d on %s" % (entry["description"], entry["count"], _event_label(entry))
-    return "XID %d (%s) x%d on %s" % (entry["xid"], entry["description"], entry["count"], _event_label(entry))
+    elif entry.get("loss"):
+        text = "%s x%d on %s" % (entry["description"], entry["count"], _event_label(entry))
+    else:
+        text = "XID %d (%s) x%d on %s" % (entry["xid"], entry["description"], entry["count"], _event_label(entry))
+    return "%s, %s%s" % (text, entry["when"], " (%s)" % entry["held"] if entry.get("held") else "")
 
 
 _ACTION_ADVICE = OrderedDict((
@@ -1158,7 +1188,13 @@ def xid_errors(probes: Probes, expect: Expect) -> Finding:
     it, by the SXid table in xid_table.py (NVIDIA Fabric Manager User Guide, DU-09883-001, "NVSwitch SXid
     Errors", https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html), naming the
     NVSwitch PCI address. SKIP on a host with no NVIDIA driver and nothing in the log. A repaired GPU keeps
-    failing until its events age out of the window. A driver line that cannot be read (an impossible
+    failing until its events age out of the window: every event is judged inside it and the message says when it
+    last happened; an event of unknown time (busybox dmesg without timestamps, a line without its stamp) is a WARN,
+    never a FAIL. Site policy, `xid_policy` (e.g. `{13: {severity: critical, count: 5, window_hours: 6}}` promotes
+    Xid 13 to FAIL once 5 hit one GPU within 6 h; `{63: {severity: info}}` demotes 63): a code's rule sets its
+    severity once `count` (default 1) events of it hit one GPU within `window_hours` (default `xid_window_hours`, at
+    most that); below the count the catalogue's grade stands (details.gpus[].policy says which). A driver line that
+    cannot be read (an impossible
     date, a bad UTC offset, a 5,000-digit number) is skipped and counted in details.bad_lines, the rest
     judged: an Xid 79 beside it still FAILs; with nothing else found the check is WARN, never PASS.
 
@@ -1177,13 +1213,18 @@ def xid_errors(probes: Probes, expect: Expect) -> Finding:
         return finding(PASS, "no XID in the kernel log (%s, from %s)" % (window, log["source"]),
                        {"source": log["source"], "window_hours": log["window_hours"]})
     by_pci = dict((pci_key(g["pci_bus_id"]), g) for g in (smi["data"]["gpus"] if smi["status"] == READ_OK else []))
-    entries = [_xid_entry(group, by_pci, log["gpu_uuids"], counts) for group in counts]
+    policy = xid_policy(expect)
+    entries = [_xid_entry(group, by_pci, log["gpu_uuids"], counts, policy, log["window_hours"]) for group in counts]
     seen = set((group["pci"], group["code"]) for group in counts)
     entries += [_loss_entry(group, by_pci, log["gpu_uuids"]) for group in losses
                 if not (group["kind"] == "fallen_off_bus" and (group["pci"], 79) in seen)]
     switches = [_sxid_entry(group) for group in sxids]
     severities = {xid_table.CRITICAL: FAIL, xid_table.WARNING: WARN, xid_table.INFO: PASS}
-    status = worst(severities[e["severity"]] for e in entries + switches)
+    for entry in entries + switches:
+        # Judged inside the window: an event of unknown time is never a FAIL (checks/events.py).
+        entry["status"], entry["held"] = events.dated(severities[entry["severity"]], entry, log)
+        entry["when"] = events.when(entry, log)
+    status = worst(e["status"] for e in entries + switches)
     details = {"source": log["source"], "window_hours": log["window_hours"], "window_applied": log["window_applied"],
                "gpus": entries, "nvswitches": switches, "xids_total": log.get("xids_total"),
                "xids_dropped": log["xids_dropped"]}
@@ -1193,7 +1234,7 @@ def xid_errors(probes: Probes, expect: Expect) -> Finding:
             codes[entry["xid"]] += entry["count"]
         return finding(PASS, "no hardware XID (%s); %d application-level XID(s) listed: %s" % (
             window, sum(codes.values()), ", ".join("%d x%d" % item for item in sorted(codes.items()))), details)
-    top = [e for e in entries + switches if severities[e["severity"]] == status]
+    top = [e for e in entries + switches if e["status"] == status]
     message = "; ".join(_event_phrase(e) for e in top[:3])
     more = " (and %d more)" % (len(top) - 3) if len(top) > 3 else ""
     actions = list(OrderedDict.fromkeys(

@@ -14,12 +14,16 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from ansible_collections.continuum.hydra.plugins.module_utils import _status
+from ansible_collections.continuum.hydra.plugins.module_utils import _expect, _status
 
 # An XID's severity (details.gpus[].severity of gpu.xid_errors). "warning" is spelt once, in the status module, where it is a host verdict.
 CRITICAL = "critical"
 WARNING = _status.WARNING
 INFO = "info"
+
+# hydra_expect.xid_policy names these severities (_expect.XID_SEVERITIES validates them): the two lists are one.
+if set(_expect.XID_SEVERITIES) != {CRITICAL, WARNING, INFO}:
+    raise ValueError("_expect.XID_SEVERITIES %r differs from the XID table's severities" % (_expect.XID_SEVERITIES,))
 
 XID_CATALOG = {
     1: ("ROBUST_CHANNEL_FIFO_ERROR_FIFO_METHOD", "UNEXPECTED_ERR_REPORT_ISSUE"),

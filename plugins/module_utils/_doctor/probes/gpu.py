@@ -180,10 +180,11 @@ def probe_kernel_log(options: Options, now: Optional[datetime.datetime] = None) 
     """The NVIDIA lines of the kernel log within the XID window (read_kernel_log).
 
     Xids counted per (address, code), GPU losses without an Xid, NVSwitch SXids and the address -> UUID map
-    (xid.scan), not the log itself.
+    (xid.scan), not the log itself; each Xid count also within each window of hydra_expect.xid_policy
+    (options["xid_policy_windows"], resolved by doctor's run).
     """
     text, cutoff, facts = read_kernel_log(options, now)
-    return dict(xid.scan(text, cutoff), **facts)
+    return dict(xid.scan(text, cutoff, options.get("xid_policy_windows") or (), now), **facts)
 
 
 def probe_nvlink(options: Options) -> dict[str, Any]:

@@ -29,7 +29,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import datetime
 import re
-from typing import Any, Optional
+from collections.abc import Iterable
+from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import LINE_ERRORS, BadLines, parse_lines
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
@@ -254,12 +255,35 @@ def _add_severity(group: dict[str, Any], event: dict[str, Any]) -> None:
         group["fatal"] = bool(group["fatal"]) or event["fatal"]
 
 
-def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dict[str, Any]:
+def _counter_within(windows: Iterable[float], now: datetime.datetime) -> Callable[[dict[str, Any], dict[str, Any]], None]:
+    """A _group extra that counts, per window of hours, the events of a group at or after now minus that window
+    (``within``: {"6": 2}); an event without a timestamp is in none of them (its time is not known)."""
+    starts = [(_window_key(hours), now - datetime.timedelta(hours=hours)) for hours in windows]
+
+    def count(group: dict[str, Any], event: dict[str, Any]) -> None:
+        if not starts:
+            return
+        within = group.setdefault("within", dict((key, 0) for key, _start in starts))
+        stamp = parse_timestamp(event["timestamp"] or "")
+        for key, start in starts:
+            if stamp is not None and stamp >= start:
+                within[key] += 1
+    return count
+
+
+def _window_key(hours: float) -> str:
+    """How a window of hours is named in ``within``: 6 -> "6", 1.5 -> "1.5"."""
+    return "%g" % hours
+
+
+def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None, windows: Iterable[float] = (),
+         now: Optional[datetime.datetime] = None) -> dict[str, Any]:
     """Everything doctor grades in a kernel log: Xids, GPU losses without an Xid, SXids and the address -> UUID map.
 
     Counts cover every event in the window (at or after cutoff when given); the 'xids' sample keeps the
     newest SAMPLE events and 'xids_dropped' says how many were left out of it. 'bad_lines': the driver's lines
-    that could not be read ({count, sample}), skipped.
+    that could not be read ({count, sample}), skipped. ``windows``: hours (hydra_expect.xid_policy's) within which
+    each Xid group also counts its events, up to ``now`` (an aware datetime, default the present), as ``within``.
     """
     bad = BadLines()
     xids = parse_xid_lines(text, bad)
@@ -270,8 +294,13 @@ def scan(text: Optional[str], cutoff: Optional[datetime.datetime] = None) -> dic
     # An SXid event is its header line; Severity/Data lines only count when no header of that code was seen.
     headed = set((e["address"], e["code"]) for e in sxids if e["header"])
     sxid_events = [e for e in sxids if e["header"] or (e["address"], e["code"]) not in headed]
+    within = _counter_within(windows, now or datetime.datetime.now(datetime.timezone.utc))
+
+    def xid_extra(group: dict[str, Any], event: dict[str, Any]) -> None:
+        _add_cause(group, event)
+        within(group, event)
     return {
-        "xid_counts": _group(xids, ("pci", "code"), _add_cause),
+        "xid_counts": _group(xids, ("pci", "code"), xid_extra),
         "xids": xids[-SAMPLE:],
         "xids_total": len(xids),
         "xids_dropped": max(0, len(xids) - SAMPLE),
