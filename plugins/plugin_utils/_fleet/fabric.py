@@ -163,10 +163,12 @@ def ring_links(members: Sequence[str]) -> list[list[str]]:
     """The links a ring over members uses: each to the next, the last to the first (one link for a pair)."""
     if len(members) < 2:
         return []
-    links = [_link(members[i], members[(i + 1) % len(members)]) for i in range(len(members))]
     unique: list[list[str]] = []
-    for link in links:
-        if link not in unique:
+    seen: set[tuple[str, ...]] = set()
+    for i in range(len(members)):
+        link = _link(members[i], members[(i + 1) % len(members)])
+        if tuple(link) not in seen:
+            seen.add(tuple(link))
             unique.append(link)
     return unique
 
@@ -209,7 +211,6 @@ def record(state: dict[str, Any], outcomes: Mapping[str, Mapping[str, Any]]) -> 
         if len(complete) >= 2 and (plan["stage"] == SCREEN or _pairwise_done(state)):
             state["reference_gbps"] = max(complete)
     _judge_all(state)
-    _conclude(state)
     return state
 
 
@@ -235,15 +236,15 @@ def _judge_all(state: dict[str, Any]) -> None:
                 group["why"] = "a rank's result was not exact"
             else:
                 group["verdict"] = PASSED if group["busbw_gbps"] >= floor else BELOW
-    good: list[str] = []
-    proven: list[list[str]] = []
+    good: set[str] = set()
+    proven: dict[tuple[str, ...], list[str]] = {}
     for entry in state["rounds"]:
         for group in entry["groups"]:
             if group["verdict"] == PASSED:
-                good.extend(m for m in group["members"] if m not in good)
-                proven.extend(link for link in ring_links(group["members"]) if link not in proven)
+                good.update(group["members"])
+                proven.update((tuple(link), link) for link in ring_links(group["members"]))
     state["good"] = [h for h in state["hosts"] if h in good and h not in state["errored"]]
-    state["proven_links"] = proven
+    state["proven_links"] = list(proven.values())
     _name(state)
 
 
@@ -273,10 +274,11 @@ def _name(state: dict[str, Any]) -> None:
                 state["bad"][host] = {"rounds": [number for number, _g in groups], "groups": [g["id"] for _n, g in groups]}
                 changed = True
     link_evidence: dict[tuple[str, ...], list[tuple[int, dict[str, Any]]]] = {}
+    proven = {tuple(link) for link in state["proven_links"]}
     for number, group in failing_groups(state):
         if unproven(state, group) or any(m in state["bad"] or m in state["errored"] for m in group["members"]):
             continue
-        open_links = [link for link in ring_links(group["members"]) if link not in state["proven_links"]]
+        open_links = [link for link in ring_links(group["members"]) if tuple(link) not in proven]
         if len(open_links) == 1:
             link_evidence.setdefault(tuple(open_links[0]), []).append((number, group))
     for link, groups in link_evidence.items():
@@ -385,7 +387,7 @@ def _isolation(state: Mapping[str, Any], live: list[str]) -> list[tuple[list[str
         used.update(again)
     else:
         solos.extend(again)
-    pads = [h for h in state["good"] if h not in used]
+    pads = [h for h in state["good"] if h not in used and h not in solos]
     waiting: list[str] = []
     for host in solos:
         if host in used:
@@ -406,10 +408,11 @@ def _isolation(state: Mapping[str, Any], live: list[str]) -> list[tuple[list[str
         planned.append((sorted([first, partner], key=lambda h: order[h]), SOLO))
         used.update((first, partner))
     named = [entry["hosts"] for entry in state["links"]]
+    proven = {tuple(link) for link in state["proven_links"]}
     for _number, group in failing_groups(state):
         if unproven(state, group) or any(m in state["bad"] or m in state["errored"] for m in group["members"]):
             continue
-        open_links = [link for link in ring_links(group["members"]) if link not in state["proven_links"]]
+        open_links = [link for link in ring_links(group["members"]) if tuple(link) not in proven]
         if any(link in named for link in open_links):
             continue  # explained by a named link
         for link in open_links:  # each unproven link as a pair of its own (a pair's own link: tested once more)
@@ -425,10 +428,6 @@ def _finish(state: dict[str, Any], note: Optional[str]) -> dict[str, Any]:
     state["note"] = note
     return state
 
-
-def _conclude(state: dict[str, Any]) -> None:
-    """Done when nothing is left to plan (next_round decides); nothing to do here but keep the state tidy."""
-    state["good"] = [h for h in state["hosts"] if h in state["good"]]
 
 
 # ---------------------------------------------------------------- a round's results
