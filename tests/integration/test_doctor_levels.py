@@ -72,7 +72,9 @@ def test_deep_replays_a_failing_dcgmi_diag_and_names_the_gpu(runs):
     checks = _checks(runs["report"], "deep")
     dcgm = checks["gpu.dcgm_diag"]
     assert dcgm["status"] == "FAIL", dcgm
-    assert dcgm["message"] == "dcgmi diag -r 2: GPU 0 failed Targeted Power"
+    # The message says when: this run's own diagnostic (issue 27: no verdict of another time latches).
+    assert dcgm["message"] == "dcgmi diag -r 2: GPU 0 failed Targeted Power (diagnostic run at %s)" % dcgm["details"]["ran_at"]
+    assert dcgm["details"]["ran_at"] >= runs["report"]["generated_at"][:10]
     gpu = dcgm["details"]["gpus"][0]
     assert gpu["index"] == 0 and gpu["pci_bus_id"] == "00000000:00:1E.0" and gpu["uuid"].startswith("GPU-")
     assert dcgm["details"]["exit_code"] == 226

@@ -210,7 +210,7 @@ def dcgm_diag(probes: Probes, expect: Expect) -> Finding:
     details = {
         "command": data.get("command"), "version": data.get("version"), "format": data.get("format"),
         "exit_code": exit_code, "exit_meaning": data.get("exit_meaning"), "gpus": list(gpus.values()),
-        "host": [phrase for dummy, phrase in host_problems], "tests": _tests_table(data),
+        "host": [phrase for dummy, phrase in host_problems], "tests": _tests_table(data), "ran_at": data.get("ran_at"),
     }
     if not rows:
         return finding(ERROR, "dcgmi diag reported no test result", details=details, remediation=ERROR_ADVICE)
@@ -225,7 +225,9 @@ def dcgm_diag(probes: Probes, expect: Expect) -> Finding:
     shown = phrases[overall][:4]
     more = " (and %d more)" % (len(phrases[overall]) - 4) if len(phrases[overall]) > 4 else ""
     advice = {FAIL: FAULT_ADVICE, WARN: WARN_ADVICE, ERROR: ERROR_ADVICE}[overall]
-    return finding(overall, "dcgmi diag -r %s: %s%s" % (data.get("level", "?"), "; ".join(shown), more), details=details,
+    # When it happened: this run's own diagnostic, never an older verdict carried over.
+    ran = " (diagnostic run at %s)" % data["ran_at"] if data.get("ran_at") else ""
+    return finding(overall, "dcgmi diag -r %s: %s%s%s" % (data.get("level", "?"), "; ".join(shown), more, ran), details=details,
                    remediation=advice)
 
 

@@ -83,13 +83,15 @@ def rvs_results(probes: Probes, expect: Expect) -> Finding:
     rc = data.get("exit_code")
     details = {"command": data.get("command"), "version": data.get("version"), "rocm_version": data.get("rocm_version"),
                "gpus": list(failed.values()), "summary": summary, "errors": errors, "results": len(results),
-               "exit_code": rc}
+               "exit_code": rc, "ran_at": data.get("ran_at")}
     # How the run ended, for every message: a non-zero exit and RVS's own error lines are never left out.
     ended = "".join(("; rvs exited with rc %s" % rc if rc else "", "; first error: %s" % errors[0] if errors else ""))
     if phrases:
         shown = phrases[:4]
         more = " (and %d more)" % (len(phrases) - 4) if len(phrases) > 4 else ""
-        return finding(FAIL, "rvs: " + "; ".join(shown) + more + ended, details=details, remediation=FAULT_ADVICE)
+        # When it happened: this run's own diagnostic, never an older verdict carried over.
+        ran = " (diagnostic run at %s)" % data["ran_at"] if data.get("ran_at") else ""
+        return finding(FAIL, "rvs: " + "; ".join(shown) + more + ended + ran, details=details, remediation=FAULT_ADVICE)
     if not results and not summary:
         reason = "; first error: %s" % data["errors"][0] if data.get("errors") else ""
         return finding(ERROR, "rvs printed no result doctor can judge%s" % reason, details=details, remediation=ERROR_ADVICE)

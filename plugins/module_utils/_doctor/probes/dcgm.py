@@ -24,6 +24,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import datetime
 import json
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -88,8 +89,9 @@ def probe_dcgm_diag(options: Options) -> dict[str, Any]:
     argv = [binary, "diag", "-r", str(level), "-j"]
     if options.get("dcgm_host"):
         argv += ["--host", str(options["dcgm_host"])]
+    ran_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")  # what the message says "when" with
     rc, out, err = command.run(argv, options["timeouts"]["dcgm_diag"])
-    return dict(read_diag(out, rc, err), level=level, command=" ".join(argv[1:]))
+    return dict(read_diag(out, rc, err), level=level, command=" ".join(argv[1:]), ran_at=ran_at)
 
 
 def read_diag(stdout: str, rc: int, stderr: str = "") -> dict[str, Any]:

@@ -29,6 +29,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import datetime
 import os
 import re
 from collections.abc import Mapping
@@ -94,6 +95,7 @@ def probe_rvs(options: Options) -> dict[str, Any]:
         if level not in RVS_LEVELS:
             raise ProbeError("expect.rvs_level: %r is not one of %s" % (level, ", ".join(str(n) for n in RVS_LEVELS)))
         argv = [binary, "-r", str(level)]
+    ran_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")  # what the message says "when" with
     rc, out, err = command.run(argv, options["timeouts"]["rvs"])
     text = out + ("\n" + err if err else "")
     if NO_PLATFORM in text and not conf:
@@ -104,7 +106,7 @@ def probe_rvs(options: Options) -> dict[str, Any]:
         raise ProbeError("%s exited with rc %d (a command-line, configuration or launch error; RVS exits 0 when a "
                          "test fails): %s" % (" ".join(argv), rc, _first_error(text) or "no output"))
     # Verdicts printed before a non-zero exit are read all the same (the check names the exit status).
-    return dict(data, command=" ".join(argv[1:]), exit_code=rc)
+    return dict(data, command=" ".join(argv[1:]), exit_code=rc, ran_at=ran_at)
 
 
 def _rvs_line(line: str) -> dict[str, Any]:

@@ -151,3 +151,22 @@ def test_doctor_hands_the_policy_windows_to_the_kernel_log_probe(tmp_path, monke
     assert options["xid_policy_windows"] == [6.0]
     data = gpu_probes.probe_kernel_log(options)
     assert [(group["code"], group["count"], group["within"]) for group in data["xid_counts"]] == [(13, 3, {"6": 2})]
+
+
+def test_a_dcgm_or_rvs_failure_says_it_comes_from_this_runs_diagnostic(tmp_path, monkeypatch):
+    # The probes as doctor runs them (a dcgmi / rvs on PATH replaying a recorded failing run): the FAIL names its time.
+    from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import dcgm as dcgm_probe
+    from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import rvs as rvs_probe
+    from ansible_collections.continuum.hydra.tests.support.helpers import fixture_path
+    for name, recording, rc in (("dcgmi", fixture_path("dcgm-diag", "virtualclient", "t4-dcgm31-r2-healthy.json"), 0),
+                                ("rvs", fixture_path("rvs", "rvs-user-guide", "smqt.log"), 0)):
+        tool = tmp_path / name
+        tool.write_text("#!/bin/sh\ncat '%s'\nexit %d\n" % (recording, rc))
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", "%s:/usr/bin:/bin" % tmp_path)
+    options = doctor_run.probe_options({}, level="deep")
+    rvs_data = rvs_probe.probe_rvs(options)
+    (chk,) = [c for c in CATALOGUE if c.id == "gpu.rvs"]
+    record = registry.evaluate(chk, {"rvs": ok(rvs_data)}, {})
+    assert record["status"] == "FAIL" and record["message"].endswith("(diagnostic run at %s)" % rvs_data["ran_at"])
+    assert datetime.datetime.fromisoformat(dcgm_probe.probe_dcgm_diag(options)["ran_at"]).tzinfo is not None
