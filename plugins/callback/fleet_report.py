@@ -596,6 +596,7 @@ class CallbackModule(CallbackBase):
         try:
             state, store = findings.update_store(path, report, now, settings["state_lock_timeout"])
             report["findings"] = findings.listing(state)
+            report["findings_timeline"] = findings.timeline(state)
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug in the findings must not cost the report of what doctor found.
             report.setdefault("findings", [])

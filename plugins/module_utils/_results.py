@@ -31,5 +31,25 @@ def summarize(checks: Iterable[Mapping[str, Any]]) -> dict[str, int]:
 
 
 def gpu_ref(gpu: Mapping[str, Any]) -> dict[str, Any]:
-    """How every per-GPU finding names its GPU."""
+    """How every per-GPU finding names its GPU (gpu_name() writes it for people)."""
     return {"index": gpu.get("index"), "pci_bus_id": gpu.get("pci_bus_id"), "uuid": gpu.get("uuid"), "name": gpu.get("name")}
+
+
+def _known(value: Any) -> bool:
+    return value is not None and value != "" and not isinstance(value, bool)
+
+
+def gpu_name(gpu: Mapping[str, Any]) -> str:
+    """A GPU as people read it, by every identity known: index, PCI address, UUID (the serial when there is no UUID).
+
+    "GPU 3 00000000:19:00.0 GPU-8ba1..."; "GPU at 0000:19:00" when the kernel log gave an address but no index;
+    "GPU serial 1324..." with neither; "GPU (not named)" when the record names nothing. Never "None"."""
+    index, address, uuid, serial = (gpu.get(k) for k in ("index", "pci_bus_id", "uuid", "serial"))
+    parts = ["GPU %s" % index if _known(index) else "GPU at %s" % address if _known(address) else "GPU"]
+    if _known(index) and _known(address):
+        parts.append(str(address))
+    if _known(uuid):
+        parts.append(str(uuid))
+    elif _known(serial):
+        parts.append("serial %s" % serial)
+    return " ".join(parts) if len(parts) > 1 or parts[0] != "GPU" else "GPU (not named)"

@@ -141,3 +141,76 @@ def test_the_charts_were_drawn_and_the_screenshot_shows_the_page(browser):
     assert dom.tags["rect"] >= len(analysis["classes"])
     width, height, varied = _png_pixels_vary(browser["screenshot"])
     assert (width, height) == (1280, 900) and varied
+
+
+# ---------------------------------------------------------------- the first screen (issue 29)
+
+def _open(page_path, out_dir, name):
+    """Chromium's screenshot of the first 1280x900 of a page and the DOM it built."""
+    shot = os.path.join(out_dir, "%s.png" % name)
+    profile = tempfile.mkdtemp(prefix="chromium-")
+    try:
+        proc = subprocess.run([CHROMIUM] + FLAGS + ["--user-data-dir=%s" % profile, "--screenshot=%s" % shot, "--dump-dom",
+                                                    "file://" + page_path], capture_output=True, timeout=120, check=False)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    dumped = proc.stdout.decode("utf-8")
+    assert proc.returncode == 0 and "<html" in dumped, proc.stderr.decode("utf-8", "replace")[-2000:]
+    return dumped, shot
+
+
+class _Ids(HTMLParser):
+    """Every id in document order, the grouped rows, and the host names inside <details>."""
+
+    def __init__(self):
+        HTMLParser.__init__(self, convert_charrefs=True)
+        self.ids, self.groups, self.details, self.depth = [], [], [], 0
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.append(attrs["id"])
+        if tag == "tr" and attrs.get("class") == "group":
+            self.groups.append((attrs["data-check"], attrs["data-status"], int(attrs["data-hosts"])))
+        self.depth += tag == "details"
+
+    def handle_endtag(self, tag):
+        self.depth -= tag == "details"
+
+    def handle_data(self, data):
+        if self.depth:
+            self.details.append(data)
+
+
+@pytest.fixture(scope="module", params=["seven", "1k"])
+def first_screen(request, tmp_path_factory):
+    from ansible_collections.continuum.hydra.tests.support.ops_fleet import scale_report, seven_hosts
+
+    report = seven_hosts() if request.param == "seven" else scale_report(1000)
+    out = str(tmp_path_factory.mktemp("first-screen"))
+    page = os.path.join(out, "fleet-report.html")
+    write_atomic(page, html.render(report))
+    dumped, shot = _open(page, out, "first-screen-%s" % request.param)
+    dom = _Ids()
+    dom.feed(dumped)
+    return report, dom, shot
+
+
+def test_the_first_screen_is_drawn_before_any_table_of_hosts(first_screen):
+    report, dom, shot = first_screen
+    ids = dom.ids
+    # the browser's DOM: summary (headline, totals, what to do first) before the grouped tables, they before every host
+    assert ids.index("summary") < ids.index("totals") < ids.index("first") < ids.index("failing-table") < ids.index("host-table")
+    per_host = [i for i in ("evidence-table", "drift-table", "straggler-table", "host-table") if i in ids]
+    assert all(ids.index("failing-table") < ids.index(i) for i in per_host)
+    width, height, varied = _png_pixels_vary(shot)
+    assert (width, height) == (1280, 900) and varied
+
+
+def test_a_group_of_many_hosts_is_one_row_that_opens_to_all_of_them(first_screen):
+    report, dom, _shot = first_screen
+    (clock,) = [g for g in dom.groups if g[0] == "system.time_sync"]
+    hosts = [h for h, e in report["hosts"].items() if "system.time_sync" in e["warning_checks"]]
+    assert clock[1:] == ("WARN", len(hosts))
+    listed = "".join(dom.details)
+    assert all(host in listed for host in hosts)

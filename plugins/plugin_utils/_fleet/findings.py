@@ -21,6 +21,9 @@ probe failed: the blocking check is the finding) is not a finding of its own; SK
   not that one happened), so only reboots move the ladder. Host-level findings have ``escalation: null``.
 - Closed findings are dropped from the store once their acknowledgement is older than ``CLOSED_KEEP_DAYS``
   and they were not seen since.
+- ``runs``: per run, how many findings it opened (new or reopened), how many were closed since the run before
+  (acknowledged, or cleared by themselves) and how many are open after it; the last ``RUNS_KEPT``, for the report's
+  timeline (``timeline()``: the report's ``findings_timeline``). A few numbers per run, none per host.
 - Interconnect findings (the fleet analysis's rates, flaps, peer ports and NVLink domains: report
   ``analysis.interconnect.findings``, _fleet/interconnect.py) are one (host, id, ``subject``: the port, link or
   device). They close themselves after ``clears_after`` runs in a row that read the host's interconnect without
@@ -51,6 +54,7 @@ STORE_KIND = "continuum.hydra.findings"
 STORE_SCHEMA_VERSION = "1.0.0"
 CLOSED_KEEP_DAYS = 90
 REBOOTS_KEPT = 5
+RUNS_KEPT = 20  # runs of the findings timeline the store keeps
 # The ladder: level -> recommended action.
 LADDER = {
     1: "reset the GPU (drain its jobs, then nvidia-smi -r -i <index>)",
@@ -159,6 +163,7 @@ def update(previous: Mapping[str, Any], report: Mapping[str, Any], now: Optional
         if isinstance(old, dict) and old.get("host") and old.get("check_id"):
             findings[_key(old)] = dict(old, reboots=list(old.get("reboots") or []))
     seen_now: set[Key] = set()
+    was_open = set(key for key, finding in findings.items() if finding.get("open"))
     for host, boot, chk, gpu in _sightings(report):
         key = (host, chk["id"], (gpu or {}).get("uuid") or "")
         finding = findings.get(key)
@@ -185,7 +190,27 @@ def update(previous: Mapping[str, Any], report: Mapping[str, Any], now: Optional
     kept = [f for f in findings.values() if not _expired(f, clock)]
     for finding in kept:
         finding["escalation"] = escalation(finding)
-    return {"schema_version": STORE_SCHEMA_VERSION, "kind": STORE_KIND, "updated_at": now, "findings": _ordered(kept)}
+    run = {"at": now, "opened": sum(1 for key, f in findings.items() if f.get("open") and key not in was_open),
+           "closed": _closed_since(kept, _parse_time(previous.get("updated_at"))),
+           "open": sum(1 for f in kept if f.get("open"))}
+    return {"schema_version": STORE_SCHEMA_VERSION, "kind": STORE_KIND, "updated_at": now, "findings": _ordered(kept),
+            "runs": (list(previous.get("runs") or []) + [run])[-RUNS_KEPT:]}
+
+
+def _closed_since(findings: Iterable[Mapping[str, Any]], since: Optional[datetime.datetime]) -> int:
+    """Closed findings acknowledged (or cleared) after ``since``, the run before (all of them without one)."""
+    count = 0
+    for finding in findings:
+        ack = finding.get("acknowledged")
+        when = _parse_time(ack.get("at")) if isinstance(ack, dict) and not finding.get("open") else None
+        if when is not None and (since is None or when > since):
+            count += 1
+    return count
+
+
+def timeline(state: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The report's ``findings_timeline``: the store's runs, oldest first ({at, opened, closed, open})."""
+    return [dict(run) for run in state.get("runs") or []]
 
 
 def _interconnect(findings: dict[Key, dict[str, Any]], report: Mapping[str, Any], now: str) -> None:
@@ -329,11 +354,21 @@ OPTIONAL_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+def _is_run(value: Any) -> bool:
+    return isinstance(value, dict) and _is_time(value.get("at")) and all(_is_count(value.get(k)) for k in ("opened", "closed", "open"))
+
+
 def store_problem(state: Any) -> Optional[str]:
     """Why a parsed store cannot be used (None when it can): every field of every finding is checked, so one bad
     value is found here, once, instead of breaking every later run."""
     if not isinstance(state, dict) or state.get("kind") != STORE_KIND or not isinstance(state.get("findings"), list):
         return "not a %s store" % STORE_KIND
+    runs = state.get("runs", [])
+    for number, run in enumerate(runs if isinstance(runs, list) else [runs], 1):
+        if not _is_run(run):
+            shown = json.dumps(run, default=str, sort_keys=True)
+            return "runs: entry %d, %s, is not {at: an ISO 8601 time, opened, closed, open: counts}" % (
+                number, shown if len(shown) <= 80 else shown[:77] + "...")
     for number, item in enumerate(state["findings"], 1):
         if not isinstance(item, dict):
             return "finding %d: %r is not an object" % (number, _short(item))

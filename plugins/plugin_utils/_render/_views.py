@@ -7,10 +7,23 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-from collections.abc import Mapping
-from typing import Any, Optional
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAIL, FAILED, HEALTHY, PASS, UNREACHABLE, WARNING
+from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_name
+from ansible_collections.continuum.hydra.plugins.module_utils._status import (
+    ERROR,
+    ERRORED,
+    FAIL,
+    FAILED,
+    HEALTHY,
+    PASS,
+    UNREACHABLE,
+    WARN,
+    WARNING,
+    worst,
+)
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, NOT_JUDGED, TASK_FAILED, UNCHECKED
 
 PROBLEM_STATUSES = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED, MISSING)
@@ -46,12 +59,13 @@ def percent_change(ratio: Optional[float]) -> str:
 
 
 def gpu_label(gpu: Mapping[str, Any]) -> str:
-    parts = ["GPU %s" % gpu.get("index")]
-    if gpu.get("pci_bus_id"):
-        parts.append(gpu["pci_bus_id"])
-    if gpu.get("uuid"):
-        parts.append(gpu["uuid"])
-    return " ".join(parts)
+    """A GPU as every format names it (_results.gpu_name: index, PCI address, UUID or serial; never "None")."""
+    return gpu_name(gpu)
+
+
+def gpu_labels(gpus: Iterable[Any]) -> list[str]:
+    """Each GPU of a check's ``details.gpus`` named once, in order: gpu.xid_errors lists a GPU once per Xid code."""
+    return list(dict.fromkeys(gpu_name(g) for g in gpus if isinstance(g, Mapping)))
 
 
 def analysis(report: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,6 +76,18 @@ def host_rows(report: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """(host, entry) sorted worst status first, then by name."""
     rank = {s: i for i, s in enumerate(STATUS_ORDER)}
     return sorted(report["hosts"].items(), key=lambda kv: (rank.get(kv[1]["status"], len(rank)), kv[0]))
+
+
+HOST_COLUMNS = ("host", "status", "failing checks", "warnings", "message")
+
+
+def hosts_by_class(report: Mapping[str, Any]) -> list[tuple[Optional[str], list[tuple[str, dict[str, Any]]]]]:
+    """(class, its hosts worst first) in the analysis's class order, hosts without a class last."""
+    order = dict((name, n) for n, name in enumerate(analysis(report).get("classes") or {}))
+    per_class: dict[Optional[str], list[tuple[str, dict[str, Any]]]] = {}
+    for host, entry in host_rows(report):
+        per_class.setdefault(entry.get("class"), []).append((host, entry))
+    return sorted(per_class.items(), key=lambda kv: (kv[0] is None, order.get(kv[0] or "", len(order)), kv[0] or ""))
 
 
 def failing_by_host(report: Mapping[str, Any]) -> list[tuple[str, str, list[tuple[str, str, Optional[str], list[str]]]]]:
@@ -76,7 +102,7 @@ def failing_by_host(report: Mapping[str, Any]) -> list[tuple[str, str, list[tupl
             if blocked:
                 message = "%s (%s)" % (message, blocked_phrase(blocked))
             per_host.setdefault(entry["host"], []).append(
-                (check_id, entry["status"], message, [gpu_label(g) for g in entry.get("gpus") or []]))
+                (check_id, entry["status"], message, gpu_labels(entry.get("gpus") or [])))
     rows: list[tuple[str, str, list[tuple[str, str, Optional[str], list[str]]]]] = []
     for host, entry in host_rows(report):
         if host in per_host:
@@ -116,7 +142,7 @@ def straggler_rows(report: Mapping[str, Any]) -> list[StragglerRow]:
                          percent_change(finding["ratio"])))
     for slow in stragglers.get("gpus") or []:
         for finding in slow["metrics"]:
-            rows.append((slow["host"], gpu_label(slow), slow["class"], finding["metric"], finding["value"], finding["median"],
+            rows.append((slow["host"], gpu_name(slow), slow["class"], finding["metric"], finding["value"], finding["median"],
                          percent_change(finding["ratio"])))
     rows.sort(key=lambda r: (r[0], r[1], r[3]))
     return rows
@@ -127,7 +153,7 @@ def drift_rows(report: Mapping[str, Any]) -> list[DriftRow]:
     package of env_setup's virtualenv (field "package <name>", None for not installed)."""
     drift = analysis(report).get("drift") or {}
     rows: list[DriftRow] = [(i["host"], i["class"], i["field"], i["value"], i["reference"], i["basis"],
-                             ["GPU %s: %s" % (g["index"], g["value"]) for g in i.get("gpus") or []]) for i in drift.get("items") or []]
+                             ["%s: %s" % (gpu_name(g), g["value"]) for g in i.get("gpus") or []]) for i in drift.get("items") or []]
     env_drift = analysis(report).get("env_drift") or {}
     rows.extend((i["host"], i["class"], "package %s" % i["package"], i["version"], i["majority"], "majority", [])
                 for i in env_drift.get("drift") or [])
@@ -154,7 +180,7 @@ def open_finding_rows(report: Mapping[str, Any]) -> list[FindingRow]:
     for item in report.get("findings") or []:
         if not item.get("open"):
             continue
-        gpu = "GPU %s %s" % (item.get("gpu_index"), item["gpu_uuid"]) if item.get("gpu_uuid") else item.get("subject") or ""
+        gpu = finding_gpu(item)
         step = item.get("escalation") or {}
         rows.append((item["host"], gpu, item["check_id"], item["status"], str(item.get("first_seen") or "")[:10],
                      str(item.get("last_seen") or "")[:10], int(item.get("times_seen") or 0), step.get("action") or "",
@@ -165,6 +191,287 @@ def open_finding_rows(report: Mapping[str, Any]) -> list[FindingRow]:
 def findings_store_problems(report: Mapping[str, Any]) -> list[str]:
     """Why the findings store was set aside or not updated this run (report["findings_store"]), one line each."""
     return [str(p) for p in (report.get("findings_store") or {}).get("problems") or []]
+
+
+def finding_gpu(item: Mapping[str, Any]) -> str:
+    """What a finding is about below its host: its GPU (gpu_name), the port, link or device of an interconnect finding,
+    or "" for the host itself."""
+    if item.get("gpu_uuid"):
+        return gpu_name({"index": item.get("gpu_index"), "uuid": item["gpu_uuid"]})
+    return str(item.get("subject") or "")
+
+
+def findings_timeline(report: Mapping[str, Any]) -> list[tuple[str, int, int, int]]:
+    """(run time "2026-11-22 13:00", findings opened, findings closed since the run before, open after it) for the runs
+    the findings store remembers (report["findings_timeline"], _fleet/findings.py), oldest first."""
+    return [(str(run["at"])[:16].replace("T", " "), int(run["opened"]), int(run["closed"]), int(run["open"]))
+            for run in report.get("findings_timeline") or []]
+
+
+def timeline_line(report: Mapping[str, Any]) -> str:
+    """One sentence on the findings over the remembered runs: opened, closed, open now and before ("" without them)."""
+    runs = findings_timeline(report)
+    if len(runs) < 2:
+        return ""
+    opened, closed = sum(r[1] for r in runs[1:]), sum(r[2] for r in runs[1:])
+    return "Findings over the last %d runs: %d opened, %d closed; %d open now (%d after the first of them)" % (
+        len(runs), opened, closed, runs[-1][3], runs[0][3])
+
+
+# ---------------------------------------------------------------- grouped by (check, status), and the first screen
+# A person reads the top of the report: what is broken and what to do first. Per-host rows of one cause on 200 hosts
+# would bury it, so failing checks and findings are one row per (check, status), its hosts collapsed behind it.
+
+FEW_HOSTS = 3  # a group of at most this many hosts is shown host by host
+PREVIEW_HOSTS = 5  # host names shown before "+M more" where the list cannot be collapsed (Markdown, terminal)
+TOP_ACTIONS = 5
+# FAIL before ERROR, the hosts that could not be judged at all, then WARN.
+GROUP_ORDER = (FAIL, ERROR, UNREACHABLE, TASK_FAILED, MISSING, WARN)
+HOST_CHECK = "host"  # the "check" of a host with no verdict (unreachable, task failed, missing): its own reachability
+
+
+class Member(NamedTuple):
+    """One host of a group: the GPUs (or ports) named, its message, and for findings when and how often seen."""
+
+    host: str
+    gpus: list[str]
+    message: str
+    first_seen: str = ""
+    last_seen: str = ""
+    times_seen: int = 0
+    escalation: str = ""
+    level: int = 0
+
+
+class CheckGroup(NamedTuple):
+    """The hosts where one check has one status."""
+
+    status: str
+    check_id: str
+    members: list[Member]
+
+    @property
+    def expanded(self) -> bool:
+        """Few enough hosts to show one row each."""
+        return len(self.members) <= FEW_HOSTS
+
+    @property
+    def hosts(self) -> list[str]:
+        return [m.host for m in self.members]
+
+    def messages(self) -> tuple[str, int]:
+        """(the message most of its hosts share, how many other messages there are)."""
+        counts = Counter(m.message for m in self.members if m.message)
+        if not counts:
+            return "", 0
+        return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0], len(counts) - 1
+
+    def message(self) -> str:
+        """The message most of its hosts share, and how many others there are."""
+        text, others = self.messages()
+        return text + (" (and %s)" % plural_of(others, "other message") if others else "")
+
+    def gpu_count(self) -> int:
+        return sum(len(m.gpus) for m in self.members)
+
+    def first_seen(self) -> str:
+        return min((m.first_seen for m in self.members if m.first_seen), default="")
+
+    def last_seen(self) -> str:
+        return max((m.last_seen for m in self.members if m.last_seen), default="")
+
+    def times_seen(self) -> int:
+        return max((m.times_seen for m in self.members), default=0)
+
+    def escalation(self) -> str:
+        """The highest escalation step among its hosts, with how many hosts are on it."""
+        top = max((m.level for m in self.members if m.escalation), default=0)
+        if not top:
+            return ""
+        steps = Counter(m.escalation for m in self.members if m.escalation and m.level == top)
+        step, count = sorted(steps.items(), key=lambda kv: (-kv[1], kv[0]))[0]
+        return "%s (%s)" % (step, plural_of(count, "host")) if len(self.members) > 1 else step
+
+
+def plural_of(count: int, word: str) -> str:
+    return "%d %s%s" % (count, word, "" if count == 1 else "s")
+
+
+def _ordered(groups: Mapping[tuple[str, str], list[Member]]) -> list[CheckGroup]:
+    rank = dict((s, i) for i, s in enumerate(GROUP_ORDER))
+    return [CheckGroup(status, check_id, members) for (check_id, status), members in
+            sorted(groups.items(), key=lambda kv: (rank.get(kv[0][1], len(rank)), -len(kv[1]), kv[0][0]))]
+
+
+def failing_groups(report: Mapping[str, Any]) -> list[CheckGroup]:
+    """Failing checks (FAIL, ERROR) and hosts that could not be judged, one group per (check, status): FAIL first, then
+    ERROR, then the unjudged hosts; larger groups first; hosts worst first within a group (failing_by_host's order)."""
+    groups: dict[tuple[str, str], list[Member]] = {}
+    for host, _status, checks in failing_by_host(report):
+        for check_id, status, message, gpus in checks:
+            if check_id == HOST_CHECK and not gpus:  # a host doctor could not judge: the group is its status
+                groups.setdefault((HOST_CHECK, status), []).append(Member(host, [], message or status_label(status)))
+            else:
+                groups.setdefault((check_id, status), []).append(Member(host, gpus, message or ""))
+    return _ordered(groups)
+
+
+def finding_groups(report: Mapping[str, Any]) -> list[CheckGroup]:
+    """The open findings, one group per (check, worst status), one member per host (its GPU findings together, by
+    index: earliest first seen, latest last seen, most times seen, highest escalation); FAIL, ERROR, then WARN groups."""
+    per_host: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = {}
+    for item in report.get("findings") or []:
+        if item.get("open"):
+            per_host.setdefault((item["check_id"], item["status"]), {}).setdefault(item["host"], []).append(item)
+    return _ordered(dict((key, [_finding_member(host, items) for host, items in hosts.items()]) for key, hosts in per_host.items()))
+
+
+def _finding_member(host: str, items: Sequence[Mapping[str, Any]]) -> Member:
+    """One host's findings of one (check, status) as one member."""
+    items = sorted(items, key=lambda i: (i.get("gpu_index") is None, i.get("gpu_index") or 0, str(i.get("subject") or "")))
+    steps = [i.get("escalation") or {} for i in items]
+    top = max(steps, key=lambda step: int(step.get("level") or 0))
+    escalation = ("%s: %s" % (top["action"], top["why"]) if top.get("why") else top.get("action")) or ""
+    return Member(host, [name for name in (finding_gpu(i) for i in items) if name], str(items[-1].get("message") or ""),
+                  min(str(i.get("first_seen") or "")[:10] for i in items), max(str(i.get("last_seen") or "")[:10] for i in items),
+                  max(int(i.get("times_seen") or 0) for i in items), escalation, int(top.get("level") or 0))
+
+
+def host_preview(names: Sequence[str], shown: int = PREVIEW_HOSTS) -> str:
+    """"a, b, c, d, e +195 more": the first names of a list that is too long to print."""
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (" +%d more" % more if more > 0 else "")
+
+
+def needs_action(report: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+    """(host status, its hosts) for each status that needs someone first: failed, error, unreachable, task failed,
+    missing; in that order, hosts by name."""
+    by_status: dict[str, list[str]] = {}
+    for host, entry in report["hosts"].items():
+        if entry["status"] in PROBLEM_STATUSES:
+            by_status.setdefault(entry["status"], []).append(host)
+    return [(status, sorted(by_status[status])) for status in PROBLEM_STATUSES if status in by_status]
+
+
+def headline(report: Mapping[str, Any]) -> str:
+    """The first sentence of the report: how many hosts need action, how many only warn, how many are healthy."""
+    totals = report["totals"]
+    count = totals["hosts"]
+    if not count:
+        return "No host was checked."
+    bad = [(s, totals[s]) for s in PROBLEM_STATUSES if totals.get(s)]
+    parts = []
+    if bad:
+        parts.append("%d of %s need%s action: %s" % (sum(n for _s, n in bad), plural_of(count, "host"),
+                                                     "s" if sum(n for _s, n in bad) == 1 else "",
+                                                     ", ".join("%d %s" % (n, status_label(s)) for s, n in bad)))
+    for status, word in ((WARNING, "with warnings only"), (UNCHECKED, "not checked by doctor"), (HEALTHY, status_label(HEALTHY))):
+        if totals.get(status):
+            parts.append("%d %s" % (totals[status], word))
+    if not bad and totals.get(HEALTHY) == count:
+        return "All %s healthy." % plural_of(count, "host")
+    return "; ".join(parts) + "."
+
+
+# (rank, status, check id, host count, the first host names, remediation)
+ActionRow = tuple[int, str, str, int, str, str]
+
+
+def top_actions(report: Mapping[str, Any], count: int = TOP_ACTIONS) -> tuple[list[ActionRow], int]:
+    """The first ``count`` actions (FAIL, ERROR, then WARN, most hosts first) with their first hosts, and how many more."""
+    rows = [(rank, a["status"], a["check_id"], a["host_count"], host_preview(a.get("hosts") or []),
+             a.get("remediation") or "see the check's details") for rank, a in enumerate(report["actions"][:count], 1)]
+    return rows, max(0, len(report["actions"]) - count)
+
+
+# Titles and columns of the grouped tables, the same in Markdown and HTML. "hosts" is each format's own: one host,
+# or a group's count with its names collapsed (HTML <details>; Markdown the first names and "+M more").
+FIRST_TITLE = "What to do first"
+FAILING_TITLE = "Failing checks"
+FINDINGS_TITLE = "Open findings"
+FINDINGS_NOTE = "Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again."
+ACTIONS_TITLE = "All actions"
+HOSTS_COLUMN = "hosts"
+FAILING_COLUMNS = ("status", "check", HOSTS_COLUMN, "message", "GPUs")
+FINDING_COLUMNS = ("status", "check", HOSTS_COLUMN, "GPU / port", "first seen", "last seen", "times seen", "escalation")
+ACTION_COLUMNS = ("#", "status", "check", HOSTS_COLUMN, "remediation")
+
+# A row of a grouped table: its group, the one host it shows (None: the whole group, hosts collapsed), the text of
+# each column but "hosts".
+GroupRow = tuple[CheckGroup, Optional[Member], dict[str, str]]
+
+
+def _rows(groups: Iterable[CheckGroup], cells: Any) -> list[GroupRow]:
+    out: list[GroupRow] = []
+    for group in groups:
+        if group.expanded:
+            out.extend((group, member, cells(group, member)) for member in group.members)
+        else:
+            out.append((group, None, cells(group, None)))
+    return out
+
+
+def _failing_cells(group: CheckGroup, member: Optional[Member]) -> dict[str, str]:
+    if member is not None:
+        return {"status": group.status, "check": group.check_id, "message": member.message, "GPUs": ", ".join(member.gpus)}
+    gpus = group.gpu_count()
+    return {"status": group.status, "check": group.check_id, "message": group.message(),
+            "GPUs": plural_of(gpus, "GPU") if gpus else ""}
+
+
+def failing_table(report: Mapping[str, Any]) -> list[GroupRow]:
+    """The failing checks table: FAIL groups, ERROR groups, unjudged hosts; a group of few hosts one row each."""
+    return _rows(failing_groups(report), _failing_cells)
+
+
+def _finding_cells(group: CheckGroup, member: Optional[Member]) -> dict[str, str]:
+    if member is not None:
+        return {"status": group.status, "check": group.check_id, "GPU / port": ", ".join(member.gpus),
+                "first seen": member.first_seen, "last seen": member.last_seen, "times seen": str(member.times_seen),
+                "escalation": member.escalation}
+    gpus = group.gpu_count()
+    return {"status": group.status, "check": group.check_id, "GPU / port": plural_of(gpus, "GPU or port") if gpus else "",
+            "first seen": group.first_seen(), "last seen": group.last_seen(), "times seen": "up to %d" % group.times_seen(),
+            "escalation": group.escalation()}
+
+
+def finding_table(report: Mapping[str, Any]) -> list[GroupRow]:
+    """The open findings table, grouped as failing_table()."""
+    return _rows(finding_groups(report), _finding_cells)
+
+
+def member_lines(group: CheckGroup) -> Iterator[str]:
+    """The hosts of a collapsed group as its expanded list shows them: the host, its GPUs, and its message where it is
+    not the one most of the group share."""
+    common = group.messages()[0]
+    for member in group.members:
+        text = member.host
+        if member.gpus:
+            text += ": " + ", ".join(member.gpus)
+        if member.message and member.message != common:
+            text += " - " + member.message
+        yield text
+
+
+def verdict_lines(report: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(status, sentence) of each fleet-wide verdict the first screen states, once its part of the report exists:
+    the fabric test's (report["fabric"], _fabric.line()) and the interconnect over time. A section below has the
+    detail of each."""
+    # _fabric draws with _svg, which reads these views: imported here, not at the top, so no import order can cycle.
+    from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _fabric  # pylint: disable=import-outside-toplevel
+
+    out: list[tuple[str, str]] = []
+    fabric = _fabric.line(report)
+    if fabric:
+        out.append((FAIL if _fabric.has_problems(report) else PASS, fabric))
+    line = interconnect_line(report)
+    if line:
+        section = interconnect(report)
+        seen = [r["status"] for r in (section.get("rates") or []) + (section.get("peers") or [])]
+        if section.get("flaps") or (section.get("nvlink_domains") or {}).get("off"):
+            seen.append(WARN)
+        out.append((worst(seen), line))
+    return out
 
 
 # (workload, class, metric, hosts, median, min, max, stragglers "host -23%, ..." or "" or "not judged (...)", any straggler)

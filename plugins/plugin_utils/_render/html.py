@@ -33,13 +33,23 @@ th{background:#f4f6f8}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .tile b{display:block;font-size:22px}.problem{background:#fff3e0;border-left:4px solid #ef6c00;padding:6px 10px}
 .s-healthy{background:#2e7d32}.s-warning{background:#f9a825}.s-error{background:#ef6c00}.s-failed{background:#c62828}
 .s-unreachable{background:#6a1b9a}.s-task_failed{background:#4e342e}.s-unchecked{background:#90a4ae}.s-hosts{background:#37474f}
-tr.straggler td:first-child{border-left:4px solid #c62828}tr.drift td:first-child{box-shadow:inset 4px 0 #f9a825}
+tr.straggler td:first-child{border-left:4px solid #c62828}tr.class th{background:#e3e8ec;text-align:left}
+#host-table td:nth-child(2){font-weight:600}#host-table tr[data-status=failed] td:nth-child(2){color:#c62828}
+#host-table tr[data-status=error] td:nth-child(2){color:#ef6c00}#host-table tr[data-status=unreachable] td:nth-child(2){color:#6a1b9a}
+#host-table tr[data-status=warning] td:nth-child(2){color:#a07000}#host-table tr[data-status=healthy] td:nth-child(2){color:#2e7d32}
+tr.drift td:first-child{box-shadow:inset 4px 0 #f9a825}
 .tag{display:inline-block;padding:0 6px;border-radius:4px;color:#fff;font-size:12px}
 svg.chart{display:block;margin:4px 0 14px}svg .lbl{font-size:12px;text-anchor:end}svg .num,svg .leg,svg .tick{font-size:11px}
 svg .tick{text-anchor:middle}svg .box{fill:#90caf9;stroke:#1565c0}svg .whisker,svg .axis{stroke:#555}
 svg .median{stroke:#1565c0;stroke-dasharray:3 3}svg .floor{stroke:#c62828;stroke-dasharray:2 4}
 svg .shortfall{stroke:#ef6c00;stroke-dasharray:2 4}svg .dot{fill:#546e7a;fill-opacity:.6}
 svg .straggler{fill:#c62828;stroke:#fff}
+.headline{font-size:17px;font-weight:600;margin:6px 0 10px}#first ol,#first ul{margin:4px 0 8px;padding-left:24px}
+#first li{margin:3px 0}#failing td:nth-child(-n+3),#findings td:nth-child(-n+3){white-space:nowrap}code{font-size:13px}
+details summary{cursor:pointer}p.hosts{margin:4px 0;max-height:24em;overflow:auto;white-space:normal}
+.c-FAIL,.c-failed{background:#c62828}.c-ERROR,.c-error{background:#ef6c00}.c-WARN,.c-warning{background:#f9a825}
+.c-PASS,.c-healthy{background:#2e7d32}.c-unreachable{background:#6a1b9a}.c-task_failed{background:#4e342e}.c-missing{background:#546e7a}
+svg .opened{fill:#c62828}svg .closed{fill:#2e7d32}svg .open{fill:none;stroke:#37474f;stroke-width:2}
 svg .lbl-left,svg .member{font-size:11px}svg .member.isolated{fill:#c62828;font-weight:bold}
 """
 
@@ -83,7 +93,7 @@ def _benchmark_samples(report: Mapping[str, Any], stragglers: Mapping[str, Any])
     for slow_gpu in stragglers.get("gpus") or []:
         for finding in slow_gpu["metrics"]:
             slow.setdefault(("gpu", finding["metric"], slow_gpu["class"]), []).append(
-                (slow_gpu["host"], "%s GPU %s" % (slow_gpu["host"], slow_gpu["index"]), finding["value"]))
+                (slow_gpu["host"], "%s %s" % (slow_gpu["host"], views.gpu_label(slow_gpu)), finding["value"]))
     small: Dots = {}
     for scope, key in (("host", "host_metrics"), ("gpu", "gpu_metrics")):
         for metric, entry in (stragglers.get(key) or {}).items():
@@ -100,7 +110,7 @@ def _benchmark_samples(report: Mapping[str, Any], stragglers: Mapping[str, Any])
                 for metric, value in gpu_figures(gpu).items():
                     bucket = small.get(("gpu", metric, entry.get("class")))
                     if bucket is not None:
-                        bucket.append(("%s GPU %s" % (host, gpu.get("index")), value))
+                        bucket.append(("%s %s" % (host, views.gpu_label(gpu)), value))
     for sample, values in small.items():
         dots[sample] = values
     return dots, slow
@@ -113,6 +123,10 @@ def _charts(report: Mapping[str, Any], analysis: Mapping[str, Any]) -> Iterator[
         yield '<section id="classes"><h2>Status by class</h2>\n'
         yield _svg.status_by_class(classes, statuses)
         yield "</section>\n"
+
+
+def _benchmarks(report: Mapping[str, Any], analysis: Mapping[str, Any]) -> Iterator[str]:
+    """Each benchmark's distribution per class, the stragglers marked on it."""
     stragglers = analysis.get("stragglers") or {}
     metrics = [("host", m, e) for m, e in sorted((stragglers.get("host_metrics") or {}).items())] + \
               [("gpu", m, e) for m, e in sorted((stragglers.get("gpu_metrics") or {}).items())]
@@ -132,14 +146,17 @@ def _charts(report: Mapping[str, Any], analysis: Mapping[str, Any]) -> Iterator[
 
 
 def render(report: Mapping[str, Any]) -> Iterator[str]:
-    """The HTML page in pieces."""
+    """The HTML page in pieces: the first screen (what is broken, what to do first), the grouped failing checks and
+    findings, the pictures, then the detail sections and every host."""
     totals = report["totals"]
     analysis = views.analysis(report)
     yield ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
            '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">'
            '<meta name="viewport" content="width=device-width, initial-scale=1">'
            "<title>continuum.hydra fleet report %s</title><style>%s</style></head><body>\n" % (esc(report["generated_at"]), CSS))
-    yield "<h1>continuum.hydra fleet report</h1><p>%s &#183; playbook %s</p>\n" % (esc(report["generated_at"]), esc(report.get("playbook")))
+    yield '<header id="summary"><h1>continuum.hydra fleet report</h1><p>%s &#183; playbook %s</p>\n' % (
+        esc(report["generated_at"]), esc(report.get("playbook")))
+    yield '<p class="headline">%s</p>\n' % esc(views.headline(report))
     yield '<section id="totals" class="tiles"><div class="tile s-hosts"><b>%d</b>hosts</div>' % totals["hosts"]
     for status in views.STATUS_ORDER:
         if status in totals:
@@ -147,44 +164,36 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     yield "</section>\n"
     for problem in analysis.get("problems") or []:
         yield '<p class="problem">%s</p>\n' % esc(problem)
-    yield from _charts(report, analysis)
-
-    yield '<section id="failing"><h2>Failing checks by host</h2>\n'
-    rows = []
-    for host, status, checks in views.failing_by_host(report):
-        for check_id, check_status, message, gpus in checks:
-            cells = [_td(host), "<td>%s</td>" % _tag(status), _td(check_id), _td(check_status), _td(message),
-                     _td(", ".join(gpus) if gpus else None)]
-            rows.append((' data-host="%s"' % esc(host), cells))
-    if rows:
-        yield from _table(["host", "host status", "check", "status", "message", "GPUs"], rows, "failing-table")
-    else:
-        yield "<p>No failing checks.</p>\n"
-    if report["actions"]:
-        yield "<h3>Actions</h3>\n"
-        yield from _table(["#", "status", "check", "hosts", "remediation"], (
-            ("", [_td(n, True), _td(a["status"]), _td(a["check_id"]), _td(a["host_count"], True),
-                  _td(a["remediation"] or "see the check's details")]) for n, a in enumerate(report["actions"], 1)))
-    yield "</section>\n"
-
     for problem in views.findings_store_problems(report):
         yield '<p class="problem findings-store">%s</p>\n' % esc(problem)
-    findings = views.open_finding_rows(report)
-    if findings:
-        yield ('<section id="findings"><h2>Open findings</h2>\n'
-               "<p>Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again.</p>\n")
-        yield from _table(["host", "GPU", "check", "worst status", "first seen", "last seen", "times seen", "escalation"], (
-            (' data-host="%s"' % esc(h), [_td(h), _td(g or None), _td(c), _td(s), _td(first), _td(last), _td(n, True),
-                                          _td("%s: %s" % (a, w) if a else None)])
-            for h, g, c, s, first, last, n, a, w in findings), "findings-table")
+    yield from _first(report)
+    yield "</header>\n"
+
+    yield '<section id="failing"><h2>%s</h2>\n' % esc(views.FAILING_TITLE)
+    yield from _grouped(views.FAILING_COLUMNS, views.failing_table(report), "failing-table", "No failing checks.")
+    yield "</section>\n"
+    if report.get("findings"):
+        yield '<section id="findings"><h2>%s</h2>\n<p>%s</p>\n' % (esc(views.FINDINGS_TITLE), esc(views.FINDINGS_NOTE))
+        yield from _grouped(views.FINDING_COLUMNS, views.finding_table(report), "findings-table", "No open findings.")
+        line = views.timeline_line(report)
+        if line:
+            yield '<p>%s.</p>\n' % esc(line)
+            yield _svg.findings_timeline(views.findings_timeline(report))
         yield "</section>\n"
+    if len(report["actions"]) > views.TOP_ACTIONS:
+        yield '<section id="actions"><h2>%s</h2>\n' % esc(views.ACTIONS_TITLE)
+        yield from _table(list(views.ACTION_COLUMNS), (
+            ("", [_td(n, True), _td(a["status"]), _td(a["check_id"]), "<td>%s</td>" % _host_list(a.get("hosts") or []),
+                  _td(a["remediation"] or "see the check's details")]) for n, a in enumerate(report["actions"], 1)), "action-table")
+        yield "</section>\n"
+    yield from _charts(report, analysis)
 
     evidence = report.get("evidence") or []
     if evidence:
         yield ('<section id="evidence"><h2>Evidence for the vendor</h2>\n<p>One file per failing GPU: attach it and the '
                'nvidia-bug-report.sh output it names to the RMA ticket.</p>\n')
         yield from _table(["host", "GPU", "serial", "evidence"], (
-            (' data-host="%s"' % esc(e["host"]), [_td(e["host"]), _td(e.get("uuid") or e.get("pci_bus_id")), _td(e.get("serial")),
+            (' data-host="%s"' % esc(e["host"]), [_td(e["host"]), _td(views.gpu_label(e)), _td(e.get("serial")),
                                                   '<td><a href="%s">%s</a></td>' % (esc(e["path"]), esc(e["path"]))])
             for e in evidence), "evidence-table")
         yield "</section>\n"
@@ -212,6 +221,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     else:
         yield "<p>No stragglers.</p>\n"
     yield "</section>\n"
+    yield from _benchmarks(report, analysis)
     yield from _workloads(report)
     yield from _placement(report)
     yield from _interconnect(report)
@@ -231,17 +241,78 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
 
     slow_hosts = views.straggler_hosts(report)
     drifting = views.drift_hosts(report)
-    yield '<section id="hosts"><h2>All hosts</h2>\n'
-    rows = []
-    for host, entry in views.host_rows(report):
-        css = " ".join(c for c, on in (("straggler", host in slow_hosts), ("drift", host in drifting)) if on)
-        rows.append((' data-host="%s" data-status="%s"%s' % (esc(host), esc(entry["status"]), ' class="%s"' % css if css else ""),
-                     [_td(host), "<td>%s</td>" % _tag(entry["status"]), _td(entry.get("class")),
-                      _td(", ".join(_with_blocked(report, host, entry["failing_checks"])) or None),
-                      _td(", ".join(entry["warning_checks"]) or None),
-                      _td(entry.get("message"))]))
-    yield from _table(["host", "status", "class", "failing checks", "warnings", "message"], rows, "host-table")
+    yield '<section id="hosts"><h2>All hosts</h2>\n<p>By hardware class, worst first.</p>\n'
+    yield '<table id="host-table"><thead><tr>%s</tr></thead>\n' % "".join("<th>%s</th>" % esc(h) for h in views.HOST_COLUMNS)
+    for class_name, hosts in views.hosts_by_class(report):
+        # The class once, above its hosts: at 10,000 hosts a class name on every row would be a megabyte.
+        yield '<tbody><tr class="class"><th colspan="%d">%s (%d)</th></tr>\n' % (
+            len(views.HOST_COLUMNS), esc(class_name or "unclassified"), len(hosts))
+        for host, entry in hosts:
+            css = " ".join(c for c, on in (("straggler", host in slow_hosts), ("drift", host in drifting)) if on)
+            yield '<tr data-host="%s" data-status="%s"%s><td>%s</td><td>%s</td>%s%s%s</tr>\n' % (
+                esc(host), esc(entry["status"]), ' class="%s"' % css if css else "", esc(host), esc(views.status_label(entry["status"])),
+                _td(", ".join(_with_blocked(report, host, entry["failing_checks"])) or None),
+                _td(", ".join(entry["warning_checks"]) or None), _td(entry.get("message")))
+        yield "</tbody>\n"
+    yield "</table>\n"
     yield "</section>\n</body></html>\n"
+
+
+def _host_list(names: Sequence[str], lines: Optional[Iterable[str]] = None) -> str:
+    """Hosts in a cell: the names when few; else the count and the first names, the whole list (``lines``: one per
+    host) one click away in a <details>."""
+    if len(names) <= views.FEW_HOSTS:
+        return esc(", ".join(names))
+    return '<details><summary><b>%d hosts</b>: %s</summary><p class="hosts">%s</p></details>' % (
+        len(names), esc(views.host_preview(names, views.FEW_HOSTS)), "<br>".join(esc(line) for line in (lines or names)))
+
+
+def _first(report: Mapping[str, Any]) -> Iterator[str]:
+    """What to do first: the top actions with their hosts, the hosts that need action, the fleet-wide verdicts."""
+    actions, more = views.top_actions(report)
+    needs = views.needs_action(report)
+    verdicts = views.verdict_lines(report)
+    if not (actions or needs or verdicts):
+        return
+    yield '<section id="first"><h2>%s</h2>\n' % esc(views.FIRST_TITLE)
+    if actions:
+        yield '<ol class="actions">'
+        for _rank, status, check_id, count, hosts, remediation in actions:
+            yield '<li data-check="%s">%s <code>%s</code> on <b>%d host%s</b> (%s): %s</li>' % (
+                esc(check_id), _check_tag(status), esc(check_id), count, "" if count == 1 else "s", esc(hosts), esc(remediation))
+        yield "</ol>\n"
+        if more:
+            yield "<p>and %d more action%s: %s, below.</p>\n" % (more, "" if more == 1 else "s", esc(views.ACTIONS_TITLE))
+    if needs or verdicts:
+        yield '<ul class="needs">'
+        for status, names in needs:
+            yield '<li data-status="%s">%s <b>%d</b>: %s</li>' % (esc(status), _tag(status), len(names), esc(views.host_preview(names)))
+        for status, line in verdicts:
+            yield '<li class="verdict">%s %s</li>' % (_check_tag(status), esc(line))
+        yield "</ul>\n"
+    yield "</section>\n"
+
+
+def _grouped(columns: Sequence[str], rows: Sequence[views.GroupRow], table_id: str, empty: str) -> Iterator[str]:
+    """A table of (check, status) groups: a group of few hosts one row each, a larger one a row with its hosts in a
+    <details> (the per-host detail one click away)."""
+    if not rows:
+        yield "<p>%s</p>\n" % esc(empty)
+        return
+    out = []
+    for group, member, cells in rows:
+        attrs = ' data-check="%s" data-status="%s"' % (esc(group.check_id), esc(group.status))
+        attrs += ' data-host="%s"' % esc(member.host) if member is not None else ' data-hosts="%d" class="group"' % len(group.members)
+        out.append((attrs, [
+            ("<td>%s</td>" % (esc(member.host) if member is not None else _host_list(group.hosts, views.member_lines(group))))
+            if column == views.HOSTS_COLUMN else "<td>%s</td>" % _check_tag(cells[column]) if column == "status"
+            else _td(cells[column] or None) for column in columns]))
+    yield from _table(list(columns), out, table_id)
+
+
+def _check_tag(status: str) -> str:
+    """A check status (or a host status of an unjudged host) as a coloured tag."""
+    return '<span class="tag c-%s">%s</span>' % (esc(status), esc(views.status_label(status)))
 
 
 def _bottleneck_history_plan(analysis: Mapping[str, Any]) -> Iterator[str]:
@@ -260,14 +331,14 @@ def _bottleneck_history_plan(analysis: Mapping[str, Any]) -> Iterator[str]:
             yield "<h3>Repeat offenders</h3>\n"
             yield from _table(["host", "GPU", "failed in runs", "offences", "failing now"], (
                 (' class="offender" data-host="%s"' % esc(o["host"]),
-                 [_td(o["host"]), _td("GPU %s %s" % (o["index"], o["uuid"]) if o["kind"] == "gpu" else None),
+                 [_td(o["host"]), _td(views.gpu_label(o) if o["kind"] == "gpu" else None),
                   _td("%d of %d" % (o["runs_failed"], o["runs"])), _td(", ".join(o["offences"])),
                   _td("yes" if o["failing_now"] else "no")]) for o in history["repeat_offenders"]), "offender-table")
         if history["degrading"]:
             yield "<h3>Degrading</h3>\n"
             yield from _table(["host", "GPU", "metric", "trend", "EWMA", "runs"], (
                 (' data-host="%s"' % esc(d["host"]),
-                 [_td(d["host"]), _td("GPU %s %s" % (d["index"], d["uuid"]) if d["uuid"] else None), _td(d["metric"]),
+                 [_td(d["host"]), _td(views.gpu_label(d) if d["uuid"] else None), _td(d["metric"]),
                   _td(views.percent_change(1.0 + d["trend"]), True), _td(views.number(d["ewma"]), True), _td(d["runs"], True)])
                 for d in history["degrading"]), "degrading-table")
         if not history["repeat_offenders"] and not history["degrading"]:

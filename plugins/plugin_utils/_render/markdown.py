@@ -32,7 +32,7 @@ _HTML = re.compile(r"[&<>]")
 _CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 _BLOCK_START = re.compile(r"^([#>+=-]|\d{1,9}[.)])(?=\s|$)")
 _LINE_BREAKS = re.compile(r"\r\n|\r|\n")
-MAX_ROWS = 500  # per table; the HTML page and the JSON have everything
+MAX_ROWS = 25  # per table, so the report fits a ticket or a chat message; the HTML page and the JSON have every row
 
 
 def _plain(text: str) -> str:
@@ -77,49 +77,35 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], limit: int = MA
 
 
 def render(report: Mapping[str, Any]) -> Iterator[str]:
-    """Markdown text in pieces."""
+    """Markdown text in pieces: the first screen (what is broken, what to do first), the grouped failing checks and
+    findings, then the detail sections."""
     totals = report["totals"]
     analysis = views.analysis(report)
     yield "# continuum.hydra fleet report\n\n"
     yield "%s, playbook %s: **%s**\n\n" % (md(report["generated_at"], cell=False, line_start=True), md(report.get("playbook"), cell=False),
-                                           plural(totals["hosts"], "host"))
+                                           md(views.headline(report), cell=False))
     statuses = [s for s in views.STATUS_ORDER if s in totals]
     yield from _table([md(views.status_label(s)) for s in statuses], [[str(totals[s]) for s in statuses]])
-    for problem in analysis.get("problems") or []:
+    for problem in list(analysis.get("problems") or []) + views.findings_store_problems(report):
         yield "> **Problem:** %s\n\n" % md(problem, cell=False)
-
-    yield "## Failing checks by host\n\n"
-    rows = []
-    for host, status, checks in views.failing_by_host(report):
-        for check_id, check_status, message, gpus in checks:
-            rows.append([md(host), md(views.status_label(status)), md(check_id), md(check_status), md(message),
-                         md(", ".join(gpus)) if gpus else "-"])
-    if rows:
-        yield from _table(["host", "host status", "check", "status", "message", "GPUs"], rows)
-    else:
-        yield "No failing checks.\n\n"
-
-    if report["actions"]:
-        yield "## Actions\n\n"
-        yield from _table(["#", "status", "check", "hosts", "remediation"], (
-            [str(n), md(a["status"]), md(a["check_id"]), str(a["host_count"]), md(a["remediation"] or "see the check's details")]
+    yield from _first(report)
+    yield from _grouped(views.FAILING_TITLE, views.FAILING_COLUMNS, views.failing_table(report), "No failing checks.")
+    if report.get("findings"):
+        yield from _grouped(views.FINDINGS_TITLE, views.FINDING_COLUMNS, views.finding_table(report), "No open findings.",
+                            views.FINDINGS_NOTE)
+        yield from _timeline(report)
+    if len(report["actions"]) > views.TOP_ACTIONS:
+        yield "## %s\n\n" % views.ACTIONS_TITLE
+        yield from _table(list(views.ACTION_COLUMNS), (
+            [str(n), md(a["status"]), md(a["check_id"]), _hosts(a.get("hosts") or []), md(a["remediation"] or "see the check's details")]
             for n, a in enumerate(report["actions"], 1)))
-
-    for problem in views.findings_store_problems(report):
-        yield "> **Problem:** %s\n\n" % md(problem, cell=False)
-    findings = views.open_finding_rows(report)
-    if findings:
-        yield "## Open findings\n\n%s\n\n" % md("Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again.")
-        yield from _table(["host", "GPU", "check", "worst status", "first seen", "last seen", "times seen", "escalation"], (
-            [md(h), md(g) if g else "-", md(c), md(s), md(first), md(last), str(n), md("%s: %s" % (a, w)) if a else "-"]
-            for h, g, c, s, first, last, n, a, w in findings))
 
     evidence = report.get("evidence") or []
     if evidence:
         yield "## Evidence for the vendor\n\n%s\n\n" % md(
             "One file per failing GPU: attach it and the nvidia-bug-report.sh output it names to the RMA ticket.", cell=False)
         yield from _table(["host", "GPU", "serial", "evidence"], (
-            [md(e["host"]), md(e.get("uuid") or e.get("pci_bus_id")), md(e.get("serial")), "[%s](%s)" % (md(e["path"]), e["path"])]
+            [md(e["host"]), md(views.gpu_label(e)), md(e.get("serial")), "[%s](%s)" % (md(e["path"]), e["path"])]
             for e in evidence))
 
     classes = analysis.get("classes") or {}
@@ -172,12 +158,12 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
         yield "## History (%s)\n\n" % plural(history["runs"], "run")
         if history["repeat_offenders"]:
             yield from _table(["host", "GPU", "failed in runs", "offences", "failing now"], (
-                [md(o["host"]), md("GPU %s %s" % (o["index"], o["uuid"])) if o["kind"] == "gpu" else "-",
+                [md(o["host"]), md(views.gpu_label(o)) if o["kind"] == "gpu" else "-",
                  "%d of %d" % (o["runs_failed"], o["runs"]), md(", ".join(o["offences"])), "yes" if o["failing_now"] else "no"]
                 for o in history["repeat_offenders"]))
         if history["degrading"]:
             yield from _table(["host", "GPU", "metric", "trend", "EWMA", "runs"], (
-                [md(d["host"]), md("GPU %s %s" % (d["index"], d["uuid"])) if d["uuid"] else "-", md(d["metric"]),
+                [md(d["host"]), md(views.gpu_label(d)) if d["uuid"] else "-", md(d["metric"]),
                  md(views.percent_change(1.0 + d["trend"])), md(views.number(d["ewma"])), str(d["runs"])]
                 for d in history["degrading"]))
         if not history["repeat_offenders"] and not history["degrading"]:
@@ -195,6 +181,59 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
             yield from _table(["host", "batch", "per GPU"], (
                 [md(host), str(entry["batch_size"]), md(" ".join(str(g["batch_size"]) for g in entry["gpus"]))]
                 for host, entry in sorted(plan["hosts"].items())))
+
+
+def _hosts(names: Sequence[str]) -> str:
+    """A host list in a cell: the names when few, else the count and the first names ("+M more")."""
+    if len(names) <= views.FEW_HOSTS:
+        return md(", ".join(names))
+    return "**%d hosts**: %s" % (len(names), md(views.host_preview(names)))
+
+
+def _first(report: Mapping[str, Any]) -> Iterator[str]:
+    """What to do first: the top actions with their hosts, the hosts that need action, the fleet-wide verdicts."""
+    actions, more = views.top_actions(report)
+    needs = views.needs_action(report)
+    verdicts = views.verdict_lines(report)
+    if not (actions or needs or verdicts):
+        return
+    yield "## %s\n\n" % views.FIRST_TITLE
+    for rank, status, check_id, count, hosts, remediation in actions:
+        yield "%d. **%s** %s on %s (%s): %s\n" % (rank, md(status, cell=False), md(check_id, cell=False), plural(count, "host"),
+                                                 md(hosts, cell=False), md(remediation, cell=False))
+    if more:
+        yield "\n_%s_\n" % md("and %s: see %s below" % (plural(more, "more action"), views.ACTIONS_TITLE), cell=False)
+    if actions:
+        yield "\n"
+    for status, names in needs:
+        yield "- **%s** (%d): %s\n" % (md(views.status_label(status), cell=False), len(names), md(views.host_preview(names), cell=False))
+    for status, line in verdicts:
+        yield "- **%s** %s\n" % (md(status, cell=False), md(line, cell=False))
+    yield "\n"
+
+
+def _grouped(title: str, columns: Sequence[str], rows: Sequence[views.GroupRow], empty: str, note: str = "") -> Iterator[str]:
+    """A table of (check, status) groups: a group of few hosts one row each, a larger one a row with its count and
+    first names."""
+    yield "## %s\n\n" % title
+    if note:
+        yield "%s\n\n" % md(note, cell=False, line_start=True)
+    if not rows:
+        yield "%s\n\n" % empty
+        return
+    yield from _table(list(columns), (
+        [(md(member.host) if member is not None else _hosts(group.hosts)) if column == views.HOSTS_COLUMN
+         else md(cells[column]) if cells[column] else "-" for column in columns]
+        for group, member, cells in rows))
+
+
+def _timeline(report: Mapping[str, Any]) -> Iterator[str]:
+    """Findings opened and closed per run, as the store remembers them."""
+    line = views.timeline_line(report)
+    if line:
+        yield "%s.\n\n" % md(line, cell=False, line_start=True)
+        yield from _table(["run", "opened", "closed since the run before", "open after it"], (
+            [md(at), str(opened), str(closed), str(still)] for at, opened, closed, still in views.findings_timeline(report)))
 
 
 def _placement(report: Mapping[str, Any]) -> Iterator[str]:

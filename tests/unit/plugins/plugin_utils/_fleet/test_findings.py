@@ -235,3 +235,50 @@ def test_a_store_that_is_a_fifo_is_set_aside_at_once_not_waited_on(tmp_path):
     assert findings.read_store(path, problems) == findings.empty_state()  # no writer ever opens it: a hang before
     assert len(problems) == 1 and "is a FIFO" in problems[0] and path in problems[0]
     assert not os.path.exists(path)
+
+
+# ---------------------------------------------------------------- the timeline (issue 29): opened and closed per run
+
+def test_each_run_records_what_it_opened_what_was_closed_since_the_run_before_and_what_is_open():
+    first = report(day(20), {"h1": ("b1", [check(ECC, FAIL, [GPU0, GPU1])]), "h2": ("c1", [check("system.time_sync", WARN)])})
+    state = fold(first)
+    state, _closed = findings.acknowledge(state, ["h2"], [], "ops", "2026-11-20T12:00:00+00:00", "clock fixed")
+    # the next run: h2 healthy (its acknowledged finding stays closed), h1's GPU 1 clean but its finding open
+    state = fold(report(day(21), {"h1": ("b1", [check(ECC, FAIL, [GPU0])]), "h2": ("c1", [])}), state=state)
+    state, _closed = findings.acknowledge(state, ["h1"], [ECC], "ops", "2026-11-21T12:00:00+00:00", "GPUs replaced")
+    # then h1's GPU 0 fails again (its finding reopens) and h3 appears with a new one
+    state = fold(report(day(22), {"h1": ("b2", [check(ECC, FAIL, [GPU0])]), "h3": ("d1", [check("gpu.mig", WARN)])}), state=state)
+    assert findings.timeline(state) == [
+        {"at": day(20), "opened": 3, "closed": 0, "open": 3},
+        {"at": day(21), "opened": 0, "closed": 1, "open": 2},
+        {"at": day(22), "opened": 2, "closed": 1, "open": 2},
+    ]
+
+
+def test_the_store_keeps_the_last_runs_of_the_timeline_and_round_trips_them(tmp_path):
+    reports = [report("2026-11-%02dT08:00:00+00:00" % n, {"h1": ("b1", [check(ECC, FAIL, [GPU0])])})
+               for n in range(1, findings.RUNS_KEPT + 3)]
+    state = fold(*reports)
+    runs = findings.timeline(state)
+    assert len(runs) == findings.RUNS_KEPT and runs[0]["at"] == reports[2]["generated_at"] and runs[-1]["open"] == 1
+    path = findings.store_path(str(tmp_path))
+    findings.write_store(path, state)
+    problems = []
+    assert findings.read_store(path, problems) == state and problems == []
+
+
+@pytest.mark.parametrize("runs, named", [
+    ("many", 'entry 1, "many", is not'),
+    ([{"at": day(20), "opened": -1, "closed": 0, "open": 1}], "entry 1, "),
+    ([{"at": day(20), "opened": 1, "closed": 0, "open": 1}, {"at": "yesterday", "opened": 1, "closed": 0, "open": 1}], "entry 2, "),
+])
+def test_a_bad_timeline_entry_sets_the_store_aside_naming_it(tmp_path, runs, named):
+    path = _stored(tmp_path)
+    with open(path) as handle:
+        state = json.load(handle)
+    state["runs"] = runs
+    with open(path, "w") as handle:
+        handle.write(json.dumps(state))
+    problems = []
+    assert findings.read_store(path, problems) == findings.empty_state()
+    assert len(problems) == 1 and "runs: " + named in problems[0] and "{'" not in problems[0], problems

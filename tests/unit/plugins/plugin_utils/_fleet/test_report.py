@@ -70,7 +70,7 @@ def test_terminal_summary_lists_failures_with_gpus_and_top_actions():
     lines = terminal.render(_fleet(), ["/r/fleet-report.json"])
     text = "\n".join(t for t, dummy in lines)
     assert "7 hosts: 1 healthy, 2 warning, 1 failed, 1 error, 1 unreachable, 1 task failed" in text
-    assert "FAIL  gpu.ecc_errors               ecc (GPU 0 00000000:01:00.0)" in text
+    assert "FAIL  gpu.ecc_errors               ecc (GPU 0 00000000:01:00.0 GPU-aaa)" in text
     assert "UNREACHABLE gone" in text and "TASK FAILED broken" in text
     assert "  1. [FAIL] gpu.ecc_errors on 1 host: drain and reset" in text
     assert text.endswith("Report: /r/fleet-report.json")
@@ -86,7 +86,7 @@ def test_terminal_summary_of_a_healthy_fleet_and_long_host_lists():
     for i in range(20):
         c.add_doctor("bad%02d" % i, _doctor(_check("gpu.count", "FAIL", "replace")))
     text = "\n".join(t for t, dummy in terminal.render(c.build("t")))
-    assert "bad07 and 12 more" in text and "bad08" not in text
+    assert "20 hosts: bad00, bad01, bad02, bad03, bad04 +15 more" in text and "bad05" not in text
 
 
 def test_a_doctor_result_without_checks_is_not_a_healthy_host():

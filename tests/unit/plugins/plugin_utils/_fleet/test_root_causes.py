@@ -161,7 +161,7 @@ def test_renderers_show_the_root_with_its_blocked_count_and_not_the_blocked_chec
     page = "".join(html.render(report))
     for body in (md, page):
         assert phrase in body
-    hung_rows = [line for line in md.splitlines() if line.startswith("| hung |")]
+    hung_rows = [line for line in md.splitlines() if line.startswith("| ERROR | driver.nvidia\\_smi | hung |")]
     assert len(hung_rows) == 1 and "nvidia" in hung_rows[0]
     prom = "".join(prometheus.render(report))
     assert 'hydra_host_root_blocked_checks{host="hung",check="driver.nvidia_smi",status="ERROR"} %d' % blocked in prom
