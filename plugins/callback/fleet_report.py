@@ -17,6 +17,10 @@ description:
     bottleneck, history, optional batch plan) and writes the report atomically into O(report_dir) in each of
     O(formats) - C(fleet-report.json) (plus a timestamped copy), C(.md), C(.html), C(.junit.xml) and C(.prom) - then
     prints a summary, the failing checks with their hosts and GPUs, drift, stragglers and the top actions.
+  - In screening runs (C(playbooks/screen.yml)) each node's P(continuum.hydra.screen#module) result is a doctor
+    result (a node whose job never ran is C(unchecked), saying why); when each node was last screened is kept in
+    C(screening.json) beside the history, and the report's C(screening) section says whether every candidate node was
+    screened within the plan's C(max_age_days), naming the overdue ones by how long. See C(docs/screening.md).
   - Writes nothing for a playbook that ran no continuum.hydra task. A report that cannot be written, a bad setting or
     an unreadable file is a warning and a line in the report, not a failed run.
   - Under AWX job slicing (the extra vars C(awx_workflow_job_id) and C(awx_job_id), which AWX sets) it writes only
@@ -194,7 +198,7 @@ from ansible.plugins.callback import CallbackBase
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
 from ansible_collections.continuum.hydra.plugins.plugin_utils._callback_settings import awx_storage_warning
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, history, parts, state_files
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import coverage, findings, history, parts, state_files
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import validate as validate_batch
@@ -214,7 +218,9 @@ ENV_SETUP = "continuum.hydra.env_setup"
 WORKLOAD = "continuum.hydra.workload"
 FABRIC = "continuum.hydra.fabric"  # one rank of playbooks/fabric.yml (its verdict comes from FABRIC_PLAN)
 FABRIC_PLAN = "continuum.hydra.fabric_plan"  # the fabric test's planner: its last result holds the verdict
-HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP, WORKLOAD, FABRIC, FABRIC_PLAN])
+SCREEN = "continuum.hydra.screen"  # playbooks/screen.yml: a node's doctor result from its screening job, or why none
+SCREEN_PLAN = "continuum.hydra.screen_plan"  # playbooks/screen.yml's rotation: the candidate nodes, for the coverage
+HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP, WORKLOAD, FABRIC, FABRIC_PLAN, SCREEN, SCREEN_PLAN])
 MERGE = "continuum.hydra.fleet_merge"  # playbooks/merge.yml: its result is the merged hosts of a sliced run
 WRITING_ACTIONS = HYDRA_ACTIONS | {MERGE}  # a play with one of these makes this callback write reports
 REPORT_NAME = formats.REPORT_NAME
@@ -270,6 +276,8 @@ class CallbackModule(CallbackBase):
         self._slice: Optional[dict[str, str]] = None  # {workflow_job_id, job_id} when this run is an AWX slice
         self._slice_hosts: set[str] = set()
         self._merge: Optional[dict[str, Any]] = None  # merge.yml's summary of the parts it merged
+        self._screens: dict[str, dict[str, Any]] = {}  # host -> its screen (continuum.hydra.screen's result)
+        self._screen_plan: Optional[dict[str, Any]] = None  # the rotation's candidates and settings (screen_plan)
         self._storage_checked = False
 
     def set_options(self, task_keys: Any = None, var_options: Any = None, direct: Any = None) -> None:
@@ -433,6 +441,14 @@ class CallbackModule(CallbackBase):
                 self._collector.add_fabric(data["fabric"], data.get("checks") or {})
         elif action == FABRIC:
             pass  # a rank's launch or result: the planner judges the rounds
+        elif action == SCREEN:
+            # The screening job's doctor result enters as any doctor result; a node not screened is unchecked.
+            self._collector.add_registered(host, data)
+            if isinstance(data.get("screen"), dict):
+                self._screens[host] = dict(data["screen"], status=self._collector.hosts[host]["status"])
+        elif action == SCREEN_PLAN:
+            if isinstance(data.get("screen_plan"), dict):
+                self._screen_plan = data["screen_plan"]
         elif isinstance(data.get("manifest"), dict):
             self._collector.add_env_setup(host, data["manifest"])
 
@@ -512,6 +528,7 @@ class CallbackModule(CallbackBase):
                 if options is not None:
                     self._write_history(now, settings, options)
             self._update_findings(report, now, settings)
+            self._update_screening(report, now, settings)
             self._write_evidence(report, settings)
             paths = self._write(report, now, settings)
             if options is not None:
@@ -589,6 +606,22 @@ class CallbackModule(CallbackBase):
         except OSError as exc:
             self._display.warning("%s: cannot write the history snapshot to %s: %s" % (NAME, settings["history_dir"], exc))
         options.current_snapshot = None  # written: not held while the formats are rendered
+
+    def _update_screening(self, report: dict[str, Any], now: datetime.datetime, settings: Mapping[str, Any]) -> None:
+        """A screening run (playbooks/screen.yml): record each node's screen beside the history, and give the report its
+        ``screening`` coverage (docs/screening.md)."""
+        if self._screen_plan is None and not self._screens:
+            return
+        plan = self._screen_plan or {}
+        candidates = list(plan.get("candidates") or []) + list(self._screens)
+        max_age = plan.get("max_age_days") or coverage.DEFAULT_MAX_AGE_DAYS
+        store, problems = coverage.update_store(coverage.store_path(settings["history_dir"]), self._screens, now,
+                                                settings["state_lock_timeout"])
+        report["screening"] = dict(coverage.coverage(store, candidates, self._screens, max_age, now),
+                                   max_nodes=plan.get("max_nodes"), problems=problems)
+        line = coverage.overdue_line(report["screening"])
+        if isinstance(report.get("analysis"), dict):  # shown in the terminal, Markdown and HTML reports
+            report["analysis"]["problems"].extend(problems + ([line] if line else []))
 
     def _update_findings(self, report: dict[str, Any], now: datetime.datetime, settings: Mapping[str, Any]) -> None:
         """Fold this run into the findings store beside the history, and give the report its ``findings``."""

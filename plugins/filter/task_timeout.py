@@ -20,6 +20,8 @@ description:
     per model. V(0) (no timeout) when a model has no limit (C(timeout=0)).
   - V(gpu_settings_apply), V(mig_apply), V(slurm_gate_apply) - the input is the module's per-call C(timeout); the
     most calls a run makes (a read, each change, the read-backs) for the GPUs (O(gpus), else 8) or nodes (O(nodes)).
+  - V(screen) - the input is the module's C(time_limit) (minutes); its wait to start (O(start_timeout)), the job's
+    time limit and the margin SLURM takes to end it, and its SLURM commands.
   - See C(docs/hosts_die.md).
 author:
   - continuum.hydra developers (@continuum-hydra)
@@ -35,7 +37,7 @@ options:
     description: The module the task runs.
     type: str
     required: true
-    choices: [doctor, profile, workload, gpu_settings_apply, mig_apply, slurm_gate_apply]
+    choices: [doctor, profile, workload, gpu_settings_apply, mig_apply, slurm_gate_apply, screen]
   margin:
     description:
       - Seconds added to the module's deadline. Null takes the default, 60 - SSH's connect timeout (10 s), the
@@ -67,6 +69,9 @@ options:
   nodes:
     description: V(slurm_gate_apply) - the nodes gated (a list, or their number).
     type: raw
+  start_timeout:
+    description: V(screen) - the module's O(continuum.hydra.screen#module:start_timeout) (null - its default).
+    type: float
 seealso:
   - module: continuum.hydra.doctor
   - module: continuum.hydra.profile
@@ -102,6 +107,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor_run
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor import screen
 from ansible_collections.continuum.hydra.plugins.module_utils._profile import run as profile_run
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings, mig, slurm
 from ansible_collections.continuum.hydra.plugins.module_utils._workload import run as workload_run
@@ -169,10 +175,18 @@ def _slurm_gate(value: Any, options: Mapping[str, Any]) -> Optional[float]:
     return slurm.deadline_s(_seconds(value, "timeout"), count)
 
 
+def _screen(value: Any, options: Mapping[str, Any]) -> Optional[float]:
+    wait = options.get("start_timeout")
+    limit = screen.DEFAULT_TIME_LIMIT_MIN if value is None else int(value) if isinstance(value, str) and value.isdigit() else value
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise AnsibleFilterError("task_timeout: screen needs the module's time_limit (whole minutes), got %r" % (value,))
+    return screen.deadline_s(limit, screen.DEFAULT_START_TIMEOUT_S if wait is None else _seconds(wait, "start_timeout"))
+
+
 # The module's own deadline, by module: each computed by the module's code.
 DEADLINES: dict[str, Callable[[Any, Mapping[str, Any]], Optional[float]]] = {
     "doctor": _doctor, "profile": _profile, "workload": _workload,
-    "gpu_settings_apply": _gpu_settings, "mig_apply": _mig, "slurm_gate_apply": _slurm_gate,
+    "gpu_settings_apply": _gpu_settings, "mig_apply": _mig, "slurm_gate_apply": _slurm_gate, "screen": _screen,
 }
 
 

@@ -44,11 +44,14 @@ EXIT_HEALTHY = 0
 EXIT_UNHEALTHY = 1
 EXIT_UNJUDGED = 2
 
-# Modes: how the program was started. Only the health check mode calls scontrol.
+# Modes: how the program was started. Only the health check mode calls scontrol. SCREEN is the screening job's
+# (playbooks/screen.yml, _doctor/screen.py): doctor at level deep inside an exclusive job, its result written to
+# --output for the job's submitter to collect; it never drains (the slurm_gate role decides from the fleet report).
 HEALTHCHECK = "healthcheck"
 PROLOG = "prolog"
 EPILOG = "epilog"
-MODES = (HEALTHCHECK, PROLOG, EPILOG)
+SCREEN = "screen"
+MODES = (HEALTHCHECK, PROLOG, EPILOG, SCREEN)
 
 # What decide() did about the node.
 DRAINED = "drained"
@@ -128,9 +131,13 @@ def normalize_config(given: Mapping[str, Any], source: str = "config") -> dict[s
     return config
 
 
-def doctor_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    """doctor run()'s keyword arguments: the config's, with slurm.healthcheck always left out and a total deadline."""
+def doctor_options(config: Mapping[str, Any], total: Optional[float] = None) -> dict[str, Any]:
+    """doctor run()'s keyword arguments: the config's, with slurm.healthcheck always left out and a total deadline
+    (``total`` when given: the screening job's, within its time limit; else the config's, else one that fits slurmd's
+    60 s)."""
     timeouts = dict(config["timeouts"])
+    if total is not None:
+        timeouts["total"] = total
     timeouts.setdefault("total", DEFAULT_TOTAL_TIMEOUT)
     return {"only": list(config["only"]) or None, "exclude": list(config["exclude"]) + [OWN_CHECK],
             "expect": dict(config["expect"]), "timeouts": timeouts, "nvidia_smi_path": config["nvidia_smi_path"],
@@ -247,7 +254,14 @@ def _arguments(argv: Sequence[str]) -> dict[str, Any]:
     parser.add_argument("--level", choices=levels.LEVELS, default=None, help="overrides the config's level")
     parser.add_argument("--node", default=None, help="SLURM node name when SLURMD_NODENAME is not set")
     parser.add_argument("--dry-run", action="store_true", help="decide and print, drain nothing, write nothing")
-    return vars(parser.parse_args(list(argv)))
+    parser.add_argument("--output", default=None, help="screen mode: where the result is written (JSON)")
+    parser.add_argument("--total", type=float, default=None, help="screen mode: doctor's whole deadline, seconds")
+    args = vars(parser.parse_args(list(argv)))
+    if args["mode"] == SCREEN and not args["output"]:
+        raise ConfigError("hydra-healthcheck: --mode screen needs --output PATH (where the screening job's result goes)")
+    if args["total"] is not None and not (math.isfinite(args["total"]) and args["total"] > 0):
+        raise ConfigError("hydra-healthcheck: --total: %r is not a positive number of seconds" % args["total"])
+    return args
 
 
 def _scontrol(config: Mapping[str, Any], args: Sequence[str]) -> str:
@@ -273,6 +287,8 @@ def main(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> in
     if args["level"]:
         config["level"] = args["level"]
     mode, node_name = args["mode"], environ.get("SLURMD_NODENAME") or args["node"]
+    if mode == SCREEN:
+        return screen(args, config, node_name, environ, at)
     try:
         result = doctor_run.run(**doctor_options(config))
     except doctor_run.DoctorInputError as exc:
@@ -310,6 +326,29 @@ def main(argv: Sequence[str], environ: Optional[Mapping[str, str]] = None) -> in
         if problem:
             sys.stderr.write("hydra-healthcheck: %s\n" % problem)
     return int(decision["exit_code"])
+
+
+def screen(args: Mapping[str, Any], config: Mapping[str, Any], node_name: Optional[str], environ: Mapping[str, str],
+           at: str) -> int:
+    """The screening job's run: doctor at level deep (or --level) on this node, its idle guard told the node's name
+    (the job itself is left out by SLURM_JOB_ID), the result written to --output. Never drains, never writes last.json."""
+    if not args["level"]:
+        config = dict(config, level=levels.DEEP)
+    try:
+        result = doctor_run.run(slurm_node=node_name, **doctor_options(config, args["total"]))
+    except doctor_run.DoctorInputError as exc:
+        result = error_result("config %s: %s" % (args["config"], exc))
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        result = error_result("doctor crashed: %s: %s" % (type(exc).__name__, exc))
+    code = exit_code(result)
+    document = dict(result, exit_code=code, mode=SCREEN, node=node_name, at=at, job_id=environ.get("SLURM_JOB_ID"))
+    try:
+        _atomic.write_atomic(args["output"], json.dumps(document, indent=1, sort_keys=True))
+    except OSError as exc:
+        sys.stderr.write("hydra-healthcheck: cannot write %s: %s\n" % (args["output"], exc.strerror or exc))
+        return EXIT_UNJUDGED
+    sys.stdout.write("hydra-healthcheck: screen: exit %d: %s, result in %s\n" % (code, result.get("overall_status"), args["output"]))
+    return code
 
 
 def write_last(path: str, text: str) -> Optional[str]:

@@ -87,3 +87,37 @@ def parse_node_jobs(text: str) -> list[dict[str, Any]]:
         if len(parts) == 4 and parts[0]:
             jobs.append({"id": parts[0], "state": parts[1], "user": parts[2], "name": parts[3]})
     return jobs
+
+
+# A job's states once it has ended (squeue no longer lists it; scontrol show job keeps it for MinJobAge, 300 s).
+ENDED_STATES = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL",
+                "DEADLINE")
+_JOB_FIELD = re.compile(r"(?:^|\s)(JobId|JobName|JobState|Reason|ExitCode|StartTime|EndTime|NodeList|StdOut)=(\S*)")
+
+
+def job_state_args(job_id: str) -> list[str]:
+    """squeue arguments for one job's state and pending reason, ``STATE|REASON``; nothing once it has left the queue."""
+    return ["-h", "-j", job_id, "-o", "%T|%r"]
+
+
+def parse_job_state(text: str) -> Optional[tuple[str, str]]:
+    """job_state_args() output -> (state, reason); None when squeue no longer lists the job."""
+    for line in text.splitlines():
+        state, _sep, reason = line.strip().partition("|")
+        if state:
+            return state, reason
+    return None
+
+
+def parse_show_job(text: str) -> Optional[dict[str, Any]]:
+    """`scontrol show job ID -o` -> {id, name, state, reason, exit_code, signal, start, end, nodes, stdout}; None
+    without a JobId (the job is no longer known: "Invalid job id specified"). ExitCode is ``rc:signal``."""
+    fields = dict(_JOB_FIELD.findall(text.splitlines()[0] if text.strip() else ""))
+    if "JobId" not in fields:
+        return None
+    code, _sep, signal = fields.get("ExitCode", "").partition(":")
+    return {"id": fields["JobId"], "name": fields.get("JobName"), "state": fields.get("JobState"),
+            "reason": (fields.get("Reason") or "").replace("_", " ") or None,
+            "exit_code": int(code) if code.isdigit() else None, "signal": int(signal) if signal.isdigit() else None,
+            "start": fields.get("StartTime"), "end": fields.get("EndTime"), "nodes": fields.get("NodeList"),
+            "stdout": fields.get("StdOut")}

@@ -79,6 +79,9 @@ class FleetCollector:
             self.add_unreachable(host, str(result.get("msg") or UNREACHABLE))
         elif result.get("skipped"):
             self.add_unchecked(host, "doctor was skipped on this host")
+        elif isinstance(result.get("screen"), dict) and result["screen"].get("screened") is False:
+            # continuum.hydra.screen: the node's job never ran (busy, drained): not judged, never healthy nor failed.
+            self.add_unchecked(host, "not screened: %s" % result["screen"].get("reason"))
         else:
             self.add_task_failed(host, "doctor: %s" % " ".join(str(result.get("msg") or "task failed").split()))
 
