@@ -158,7 +158,7 @@ def test_actions_are_ranked_by_severity_then_hosts_affected(fleet):
 def test_terminal_summary_and_report_files(fleet):
     out = fleet["proc"].stdout
     assert "continuum.hydra fleet report: 11 hosts: 3 healthy, 1 warning, 4 failed, 1 error, 1 unreachable, 1 task failed" in out
-    assert "FAIL  gpu.ecc_errors" in out and "a100-ecc (GPU 0 00000000:01:00.0)" in out
+    assert "FAIL  gpu.ecc_errors" in out and "a100-ecc (GPU 0 00000000:01:00.0 GPU-" in out
     files = sorted(os.listdir(fleet["report_dir"]))
     stamped = [f for f in files if f.startswith("fleet-report-") and f.endswith(".json")]
     assert "fleet-report.json" in files and len(stamped) == 1

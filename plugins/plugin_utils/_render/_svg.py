@@ -117,35 +117,37 @@ def distribution(metric: str, entry: Mapping[str, Any], dots: Mapping[str, Seque
 
 
 TIMELINE_BAR_W = 28
+TIMELINE_LEFT = 84
 
 
 def findings_timeline(runs: Sequence[tuple[str, int, int, int]]) -> str:
     """Findings per run, oldest left: opened (red, up) and closed since the run before (green, down) as bars around a
-    middle line, and the findings open after each run as a line. runs: views.findings_timeline()."""
+    middle line; below them, the findings open after each run as a line. runs: views.findings_timeline()."""
     top = max([max(r[1], r[2]) for r in runs] + [1])
     most_open = max([r[3] for r in runs] + [1])
-    half = 50.0  # px for the largest bar on each side of the middle line
-    width = 60 + TIMELINE_BAR_W * len(runs)
-    height = int(2 * half + 40)
-    middle = half + 6
+    half, band = 36.0, 30.0  # px: the largest bar on each side of the middle line; the band of the open line
+    width = TIMELINE_LEFT + 10 + TIMELINE_BAR_W * max(len(runs), 8)  # room for the two dates under a few runs
+    middle = half + 4
+    band_top = middle + half + 8
+    height = int(band_top + band + 18)
     out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="Findings opened and closed per run" '
            'data-runs="%d" width="%d" height="%d" viewBox="0 0 %d %d">' % (len(runs), width, height, width, height)]
-    out.append('<line x1="40" x2="%d" y1="%.1f" y2="%.1f" class="axis"/>' % (width - 10, middle, middle))
+    out.append('<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" class="axis"/>' % (TIMELINE_LEFT, width - 6, middle, middle))
     points = []
     for n, (at, opened, closed, still) in enumerate(runs):
-        x = 44 + n * TIMELINE_BAR_W
+        x = TIMELINE_LEFT + 4 + n * TIMELINE_BAR_W
         up, down = half * opened / top, half * closed / top
         tip = "%s: %d opened, %d closed, %d open" % (at, opened, closed, still)
         out.append('<rect x="%d" y="%.1f" width="%d" height="%.1f" class="opened"><title>%s</title></rect>' % (
             x, middle - up, TIMELINE_BAR_W - 8, up, _esc(tip)))
         out.append('<rect x="%d" y="%.1f" width="%d" height="%.1f" class="closed"><title>%s</title></rect>' % (
             x, middle, TIMELINE_BAR_W - 8, down, _esc(tip)))
-        points.append("%.1f,%.1f" % (x + (TIMELINE_BAR_W - 8) / 2.0, middle + half - 2 * half * still / most_open))
-    out.append('<polyline points="%s" class="open"><title>open after each run (most: %d)</title></polyline>' % (
+        points.append("%.1f,%.1f" % (x + (TIMELINE_BAR_W - 8) / 2.0, band_top + band - band * still / most_open))
+    out.append('<polyline points="%s" class="open"><title>open after each run (at most %d)</title></polyline>' % (
         " ".join(points), most_open))
-    for label, y in (("opened", 14), ("closed", height - 24)):
-        out.append('<text x="36" y="%d" class="lbl">%s</text>' % (y, label))
-    out.append('<text x="44" y="%d" class="leg">%s</text><text x="%d" y="%d" class="lbl">%s</text>' % (
-        height - 6, _esc(runs[0][0][:10]), width - 10, height - 6, _esc(runs[-1][0][:10])))
+    for label, y in (("opened %d" % top, middle - half + 10), ("closed", middle + half), ("open %d" % most_open, band_top + 10)):
+        out.append('<text x="%d" y="%.1f" class="lbl">%s</text>' % (TIMELINE_LEFT - 6, y, label))
+    out.append('<text x="%d" y="%d" class="leg">%s</text><text x="%d" y="%d" class="leg" text-anchor="end">%s</text>' % (
+        TIMELINE_LEFT + 4, height - 4, _esc(runs[0][0][:10]), width - 6, height - 4, _esc(runs[-1][0][:10])))
     out.append("</svg>")
     return "".join(out)

@@ -170,24 +170,6 @@ def straggler_hosts(report: Mapping[str, Any]) -> set[str]:
     return {s["host"] for s in (stragglers.get("hosts") or []) + (stragglers.get("gpus") or [])}
 
 
-# (host, GPU label or "", check id, worst status, first seen, last seen, times seen, escalation action or "", why or "")
-FindingRow = tuple[str, str, str, str, str, str, int, str, str]
-
-
-def open_finding_rows(report: Mapping[str, Any]) -> list[FindingRow]:
-    """The open findings (report["findings"], kept across runs until acknowledged), in the report's order."""
-    rows: list[FindingRow] = []
-    for item in report.get("findings") or []:
-        if not item.get("open"):
-            continue
-        gpu = finding_gpu(item)
-        step = item.get("escalation") or {}
-        rows.append((item["host"], gpu, item["check_id"], item["status"], str(item.get("first_seen") or "")[:10],
-                     str(item.get("last_seen") or "")[:10], int(item.get("times_seen") or 0), step.get("action") or "",
-                     step.get("why") or ""))
-    return rows
-
-
 def findings_store_problems(report: Mapping[str, Any]) -> list[str]:
     """Why the findings store was set aside or not updated this run (report["findings_store"]), one line each."""
     return [str(p) for p in (report.get("findings_store") or {}).get("problems") or []]
@@ -393,7 +375,7 @@ FINDINGS_NOTE = "Kept until acknowledged with playbooks/acknowledge.yml, even wh
 ACTIONS_TITLE = "All actions"
 HOSTS_COLUMN = "hosts"
 FAILING_COLUMNS = ("status", "check", HOSTS_COLUMN, "message", "GPUs")
-FINDING_COLUMNS = ("status", "check", HOSTS_COLUMN, "GPU / port", "first seen", "last seen", "times seen", "escalation")
+FINDING_COLUMNS = ("status", "check", HOSTS_COLUMN, "GPUs / ports", "first seen", "last seen", "times seen", "escalation")
 ACTION_COLUMNS = ("#", "status", "check", HOSTS_COLUMN, "remediation")
 
 # A row of a grouped table: its group, the one host it shows (None: the whole group, hosts collapsed), the text of
@@ -426,11 +408,11 @@ def failing_table(report: Mapping[str, Any]) -> list[GroupRow]:
 
 def _finding_cells(group: CheckGroup, member: Optional[Member]) -> dict[str, str]:
     if member is not None:
-        return {"status": group.status, "check": group.check_id, "GPU / port": ", ".join(member.gpus),
+        return {"status": group.status, "check": group.check_id, "GPUs / ports": ", ".join(member.gpus),
                 "first seen": member.first_seen, "last seen": member.last_seen, "times seen": str(member.times_seen),
                 "escalation": member.escalation}
     gpus = group.gpu_count()
-    return {"status": group.status, "check": group.check_id, "GPU / port": plural_of(gpus, "GPU or port") if gpus else "",
+    return {"status": group.status, "check": group.check_id, "GPUs / ports": str(gpus) if gpus else "",
             "first seen": group.first_seen(), "last seen": group.last_seen(), "times seen": "up to %d" % group.times_seen(),
             "escalation": group.escalation()}
 
