@@ -21,6 +21,9 @@ description:
     result (a node whose job never ran is C(unchecked), saying why); when each node was last screened is kept in
     C(screening.json) beside the history, and the report's C(screening) section says whether every candidate node was
     screened within the plan's C(max_age_days), naming the overdue ones by how long. See C(docs/screening.md).
+  - The vendor reports the slurm_gate role takes before a drain (P(continuum.hydra.bug_report#module),
+    C(slurm_gate_collect_evidence)) are named in the report's C(bug_reports), each with its file under
+    C(evidence/<host>/) or why none was taken.
   - Writes nothing for a playbook that ran no continuum.hydra task. A report that cannot be written, a bad setting or
     an unreadable file is a warning and a line in the report, not a failed run.
   - Under AWX job slicing (the extra vars C(awx_workflow_job_id) and C(awx_job_id), which AWX sets) it writes only
@@ -221,6 +224,8 @@ FABRIC_PLAN = "continuum.hydra.fabric_plan"  # the fabric test's planner: its la
 SCREEN = "continuum.hydra.screen"  # playbooks/screen.yml: a node's doctor result from its screening job, or why none
 SCREEN_PLAN = "continuum.hydra.screen_plan"  # playbooks/screen.yml's rotation: the candidate nodes, for the coverage
 HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP, WORKLOAD, FABRIC, FABRIC_PLAN, SCREEN, SCREEN_PLAN])
+# The slurm_gate role's evidence before a drain: each node's vendor report, named in the report (not a host's verdict).
+BUG_REPORT = "continuum.hydra.bug_report"
 MERGE = "continuum.hydra.fleet_merge"  # playbooks/merge.yml: its result is the merged hosts of a sliced run
 WRITING_ACTIONS = HYDRA_ACTIONS | {MERGE}  # a play with one of these makes this callback write reports
 REPORT_NAME = formats.REPORT_NAME
@@ -278,6 +283,7 @@ class CallbackModule(CallbackBase):
         self._merge: Optional[dict[str, Any]] = None  # merge.yml's summary of the parts it merged
         self._screens: dict[str, dict[str, Any]] = {}  # host -> its screen (continuum.hydra.screen's result)
         self._screen_plan: Optional[dict[str, Any]] = None  # the rotation's candidates and settings (screen_plan)
+        self._bug_reports: list[dict[str, Any]] = []  # the vendor reports the gate took before a drain (bug_report)
         self._storage_checked = False
 
     def set_options(self, task_keys: Any = None, var_options: Any = None, direct: Any = None) -> None:
@@ -416,8 +422,22 @@ class CallbackModule(CallbackBase):
             host = result._host
             self._collector.set_groups(host.get_name(), [g.name for g in host.get_groups()])
 
+    def _take_bug_reports(self, host: str, data: Mapping[str, Any]) -> None:
+        """Each node's vendor report (a loop's items, or one result): its file, or why there is none."""
+        for item in data.get("results") or [data]:
+            if not isinstance(item, Mapping) or item.get("skipped"):
+                continue
+            loop_item = item.get("item") if isinstance(item.get("item"), Mapping) else {}
+            self._bug_reports.append({
+                "host": str(item.get("host") or loop_item.get("host") or host), "path": item.get("path"),
+                "bytes": item.get("bytes"), "tool": item.get("tool"),
+                "problem": None if item.get("path") else " ".join(str(item.get("msg") or "no report taken").split())})
+
     def v2_runner_on_ok(self, result: Any) -> None:
         action = _action_of(result._task)
+        if action == BUG_REPORT:
+            self._take_bug_reports(result._host.get_name(), _data(result))
+            return
         if action == MERGE:
             self._take_merge(_data(result))
             return
@@ -457,6 +477,9 @@ class CallbackModule(CallbackBase):
         return self._play_runs_hydra or _action_of(result._task) in HYDRA_ACTIONS
 
     def v2_runner_on_failed(self, result: Any, ignore_errors: bool = False) -> None:
+        if _action_of(result._task) == BUG_REPORT:
+            self._take_bug_reports(result._host.get_name(), _data(result))
+            return
         if not self._concerns_fleet(result):
             return
         host = result._host.get_name()
@@ -530,10 +553,12 @@ class CallbackModule(CallbackBase):
             self._update_findings(report, now, settings)
             self._update_screening(report, now, settings)
             self._write_evidence(report, settings)
+            if self._bug_reports:
+                report["bug_reports"] = list(self._bug_reports)
             paths = self._write(report, now, settings)
             if options is not None:
                 paths.extend(self._write_batch_plan(report, settings))
-            lines = terminal.render(report, paths)
+            lines = terminal.render(report, paths) + self._bug_report_lines()
         for text, colour in lines:
             self._display.display(text, color=colour)
 
@@ -659,6 +684,17 @@ class CallbackModule(CallbackBase):
             except OSError as exc:
                 self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
         report["evidence"] = evidence_links(written)
+
+    def _bug_report_lines(self) -> list[tuple[str, Optional[str]]]:
+        """One line per vendor report taken before a drain (or why none was), after the report's own lines."""
+        lines: list[tuple[str, Optional[str]]] = []
+        for taken in self._bug_reports:
+            if taken["path"]:
+                lines.append(("Vendor report of %s, taken before its drain: %s (%s bytes)" % (taken["host"], taken["path"],
+                                                                                             taken["bytes"]), None))
+            else:
+                lines.append(("No vendor report of %s before its drain: %s" % (taken["host"], taken["problem"]), C.COLOR_WARN))
+        return lines
 
     def _write_batch_plan(self, report: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
         written = []

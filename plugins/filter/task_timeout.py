@@ -22,6 +22,7 @@ description:
     most calls a run makes (a read, each change, the read-backs) for the GPUs (O(gpus), else 8) or nodes (O(nodes)).
   - V(screen) - the input is the module's C(time_limit) (minutes); its wait to start (O(start_timeout)), the job's
     time limit and the margin SLURM takes to end it, and its SLURM commands.
+  - V(bug_report) - the input is the module's C(timeout); plus the fetch of the report to the controller.
   - See C(docs/hosts_die.md).
 author:
   - continuum.hydra developers (@continuum-hydra)
@@ -37,7 +38,7 @@ options:
     description: The module the task runs.
     type: str
     required: true
-    choices: [doctor, profile, workload, gpu_settings_apply, mig_apply, slurm_gate_apply, screen]
+    choices: [doctor, profile, workload, gpu_settings_apply, mig_apply, slurm_gate_apply, screen, bug_report]
   margin:
     description:
       - Seconds added to the module's deadline. Null takes the default, 60 - SSH's connect timeout (10 s), the
@@ -109,7 +110,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor_run
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import screen
 from ansible_collections.continuum.hydra.plugins.module_utils._profile import run as profile_run
-from ansible_collections.continuum.hydra.plugins.module_utils._remediate import gpu_settings, mig, slurm
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate import bug_report, gpu_settings, mig, slurm
 from ansible_collections.continuum.hydra.plugins.module_utils._workload import run as workload_run
 
 # What lies outside a module's own deadline: the SSH connection (its connect timeout, 10 s by default), sending the
@@ -183,10 +184,15 @@ def _screen(value: Any, options: Mapping[str, Any]) -> Optional[float]:
     return screen.deadline_s(limit, screen.DEFAULT_START_TIMEOUT_S if wait is None else _seconds(wait, "start_timeout"))
 
 
+def _bug_report(value: Any, options: Mapping[str, Any]) -> Optional[float]:
+    return bug_report.deadline_s(_seconds(bug_report.DEFAULT_TIMEOUT_S if value is None else value, "timeout"))
+
+
 # The module's own deadline, by module: each computed by the module's code.
 DEADLINES: dict[str, Callable[[Any, Mapping[str, Any]], Optional[float]]] = {
     "doctor": _doctor, "profile": _profile, "workload": _workload,
     "gpu_settings_apply": _gpu_settings, "mig_apply": _mig, "slurm_gate_apply": _slurm_gate, "screen": _screen,
+    "bug_report": _bug_report,
 }
 
 

@@ -6,6 +6,8 @@ whose doctor outcome is set by a fake nvidia-smi replaying a real recording (a c
 errors planted for a failing node). Every assertion reads `scontrol show node -o`.
 """
 
+import datetime
+import gzip
 import json
 import os
 import re
@@ -247,3 +249,45 @@ def test_a_fleet_wide_checker_error_drains_nothing_and_raises_one_alarm(cluster,
     assert report["actions"][0]["check_id"] == "hydra.checker"
     assert report["actions"][0]["hosts"] == ["gpu-a", "gpu-b", "gpu-d"]
     assert report["analysis"]["checker"]["tripped"] is True
+
+
+# nvidia-bug-report.sh needs an NVIDIA driver: this stand-in writes what the real one writes where it writes it
+# (--output-file BASE -> BASE.gz), the node's recorded nvidia-smi -q -x gzipped.
+_BUG_REPORT = """#!/bin/sh
+test "$1" = --output-file || exit 9
+gzip -c "%s" > "$2.gz"
+"""
+
+
+def test_evidence_is_taken_before_the_drain_and_named_in_the_report(cluster, host_bins, tmp_path):
+    # Issue 27 item 5: node3 and node4 fail; node3 has the vendor's tool, node4 none. Both are drained; node3's report
+    # is fetched beside the fleet report's evidence before its drain, node4's absence is said, not an obstacle.
+    set_nodes(cluster, {})
+    bindir = host_bins["gpu-c", "fail"]
+    tool = os.path.join(bindir, "nvidia-bug-report.sh")
+    with open(tool, "w") as handle:
+        handle.write(_BUG_REPORT % os.path.join(os.path.dirname(bindir), "nvidia-smi-q-x.xml"))
+    os.chmod(tool, 0o755)
+    try:
+        proc, out = run_gate(tmp_path, cluster, host_bins, failing=["gpu-c", "gpu-d"], slurm_gate_collect_evidence=True,
+                             slurm_gate_max_fraction=0.5, slurm_gate_evidence_dir=str(tmp_path / "node-evidence"))
+    finally:
+        os.unlink(tool)
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster) == {"node1": (False, None), "node2": (False, None),
+                                    "node3": (True, "hydra: gpu.ecc_errors"), "node4": (True, "hydra: gpu.ecc_errors")}
+    report = fleet_report(tmp_path)
+    taken = dict((entry["host"], entry) for entry in report["bug_reports"])
+    assert sorted(taken) == ["gpu-c", "gpu-d"]
+    assert taken["gpu-c"]["path"].startswith("evidence/gpu-c/nvidia-bug-report-") and taken["gpu-c"]["problem"] is None
+    fetched = tmp_path / "reports" / taken["gpu-c"]["path"]
+    assert fetched.stat().st_size == taken["gpu-c"]["bytes"] > 0
+    with gzip.open(str(fetched), "rt") as handle:
+        assert "<nvidia_smi_log>" in handle.read()
+    assert taken["gpu-d"]["path"] is None and "neither nvidia-bug-report.sh nor amd-smi found" in taken["gpu-d"]["problem"]
+    assert "Vendor report of gpu-c, taken before its drain: evidence/gpu-c/nvidia-bug-report-" in out
+    # Before the drain: the node's copy was written no later than the drain slurmctld stamped (its clock, seconds).
+    shown = slurm_cluster.scontrol(cluster, "show", "node", "node3", "-o")
+    drained_at = datetime.datetime.fromisoformat(re.search(r"Reason=hydra: gpu.ecc_errors \[root@(\S+)\]", shown).group(1))
+    (written,) = [path for path in (tmp_path / "node-evidence").iterdir()]
+    assert datetime.datetime.fromtimestamp(int(written.stat().st_mtime)) <= drained_at
