@@ -28,6 +28,7 @@ SCRIPT = os.path.join(REPO, "benchmarks", "gpu_check.py")
 SMI_XML = fixture_path("nvidia-smi", "a100-sxm4-v12.xml")
 TOPO = fixture_path("nvidia-smi-topo", "della-a100-2gpu.txt")
 NVLINK = fixture_path("nvidia-smi-nvlink", "a100-sxm4-40gb-status.txt")
+NVLINK_ERRORS = fixture_path("ml-engineering", "nvidia-smi-nvlink-e-h100.txt")  # doctor's gpu.nvlink_errors reads it
 DCGM = fixture_path("dcgm-diag", "virtualclient", "t4-dcgm31-r2-healthy.json")
 KERNEL_LOG = fixture_path("kernel-log", "nvrm-xid-lines.txt")
 DRIVER_VERSION = fixture_path("proc-driver-nvidia", "version-515.76.txt")
@@ -47,8 +48,9 @@ def fake_tools(bindir, hang_dcgmi=False):
     bindir.mkdir(exist_ok=True)
     q = shlex.quote
     tool(bindir, "nvidia-smi", 'case "$*" in\n  "-q -x") exec cat %s ;;\n  "topo -m") exec cat %s ;;\n'
-                               '  "nvlink --status") exec cat %s ;;\nesac\n'
-                               'echo "fake nvidia-smi: unexpected arguments: $*" >&2\nexit 2\n' % (q(SMI_XML), q(TOPO), q(NVLINK)))
+                               '  "nvlink --status") exec cat %s ;;\n  "nvlink -e") exec cat %s ;;\nesac\n'
+                               'echo "fake nvidia-smi: unexpected arguments: $*" >&2\nexit 2\n'
+                               % (q(SMI_XML), q(TOPO), q(NVLINK), q(NVLINK_ERRORS)))
     tool(bindir, "dcgmi", "exec sleep 600\n" if hang_dcgmi else '[ "$*" = "diag -r 1 -j" ] || exit 9\nexec cat %s\n' % q(DCGM))
     tool(bindir, "journalctl", "exec cat %s\n" % q(KERNEL_LOG))
     return bindir

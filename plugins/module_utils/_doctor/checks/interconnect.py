@@ -22,13 +22,14 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import p
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_OK, SKIP, WARN
 
-# The thresholds each check hands to the fleet report, by the hydra_expect key that sets them.
-IB_THRESHOLDS = tuple(_expect.key(name) for name in (
-    "ib_symbol_error_per_hour", "ib_link_downed_max", "ib_link_error_recovery_per_minute", "ib_port_rcv_errors_per_second",
-    "ib_port_xmit_discards_per_second", "interconnect_clean_runs"))
-NVLINK_THRESHOLDS = tuple(_expect.key(name) for name in (
-    "nvlink_crc_errors_per_second", "nvlink_replay_recovery_max", "interconnect_clean_runs"))
-AER_THRESHOLDS = tuple(_expect.key(name) for name in ("pcie_aer_correctable_per_minute", "interconnect_clean_runs"))
+# The thresholds each check hands to the fleet report, by the hydra_expect key that sets them (each key named in an
+# _expect.key() call of its own: tests/unit/.../test_expect.py reads them from the source).
+CLEAN_RUNS = _expect.key("interconnect_clean_runs")
+IB_THRESHOLDS = (_expect.key("ib_symbol_error_per_hour"), _expect.key("ib_link_downed_max"),
+                 _expect.key("ib_link_error_recovery_per_minute"), _expect.key("ib_port_rcv_errors_per_second"),
+                 _expect.key("ib_port_xmit_discards_per_second"), CLEAN_RUNS)
+NVLINK_THRESHOLDS = (_expect.key("nvlink_crc_errors_per_second"), _expect.key("nvlink_replay_recovery_max"), CLEAN_RUNS)
+AER_THRESHOLDS = (_expect.key("pcie_aer_correctable_per_minute"), CLEAN_RUNS)
 IB_DEVICES = _expect.key("ib_devices")
 NVLINK_DOMAIN = _expect.key("nvlink_domain")
 # How many non-zero lifetime counters a message names (the details have them all).
