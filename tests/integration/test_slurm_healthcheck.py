@@ -281,3 +281,23 @@ def test_a_record_that_cannot_be_written_never_leaves_a_stale_healthy_one(instal
     # Removing the stale record made room: this run's FAIL record was written after all, and says so.
     assert judged["status"] == "FAIL" and "gpu.ecc_errors" in judged["message"], judged
     assert "removed the previous record" in (out / "failing.txt").read_text()
+
+
+def test_health_check_timeout_is_written_only_for_a_slurm_that_has_it(tmp_path):
+    # Issue 27 item 7: HealthCheckTimeout came with Slurm 26.05 (SchedMD commit 74979c20b5); this machine's real slurmd
+    # is 22.05, which would not know the key and stops the program after 60 s whatever slurm.conf says.
+    root = str(tmp_path / "root")
+    refused = run_role(tmp_path, "slurm_healthcheck", role_vars(root, slurm_healthcheck_timeout=120), "slurm_healthcheck_result")
+    assert refused.rc != 0
+    assert "HealthCheckTimeout needs Slurm 26.05 or later (this node runs 22.05" in refused.output, refused.output[-3000:]
+    # A 26.05 node: the line is there, and the program's own deadline ends 20 s before it.
+    newer = run_role(tmp_path, "slurm_healthcheck", role_vars(root, slurm_healthcheck_timeout=120,
+                                                              slurm_healthcheck_slurm_version="26.05.0"), "slurm_healthcheck_result")
+    assert newer.rc == 0, newer.output[-3000:]
+    assert "HealthCheckTimeout=120" in newer.result["conf_lines"]
+    with open(os.path.join(root, "etc", "healthcheck.json")) as handle:
+        assert json.load(handle)["timeouts"] == {"nvidia_smi": NVIDIA_SMI_TIMEOUT, "total": 100}
+    # slurm.conf(5): below HealthCheckInterval.
+    above = run_role(tmp_path, "slurm_healthcheck", role_vars(root, slurm_healthcheck_timeout=300, slurm_healthcheck_slurm_version="26.05.0"),
+                     "slurm_healthcheck_result")
+    assert above.rc != 0 and "must be below slurm_healthcheck_interval (300)" in above.output

@@ -62,8 +62,8 @@ NOT_DRAINED = "not_drained"  # should drain, could not (no node name, state unre
 EXIT_ONLY = "exit_only"  # prolog/epilog: the exit code is the action, SLURM drains
 
 DEFAULT_CONFIG_PATH = "/etc/continuum-hydra/healthcheck.json"
-# slurmd kills the HealthCheckProgram after 60 s (slurm.conf(5) of 22.05, no HealthCheckTimeout there): doctor's
-# whole run and the two scontrol calls must fit in that.
+# slurmd kills the HealthCheckProgram after 60 s (a fixed limit up to Slurm 25.11; HealthCheckTimeout from 26.05, which
+# the slurm_healthcheck role then turns into timeouts.total): doctor's whole run and the two scontrol calls fit in that.
 DEFAULT_TOTAL_TIMEOUT = 40
 DEFAULT_SCONTROL_TIMEOUT = 5
 CONFIG_READ_TIMEOUT = 5
