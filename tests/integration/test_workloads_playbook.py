@@ -65,7 +65,7 @@ def fleet_run(tmp_path_factory):
 
 def test_the_report_has_a_workload_section_with_the_straggler_and_the_failure(fleet_run):
     proc, report, _reports = fleet_run
-    assert report["schema_version"] == "1.5.0"
+    assert report["schema_version"] == "1.6.0"
     errors = sorted(schema_validator().iter_errors(report), key=lambda e: list(e.path))
     assert not errors, [(list(e.path), e.message) for e in errors[:5]]
     section = report["workloads"]

@@ -14,7 +14,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._results import SC
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, host_verdict
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import merge_entries
 
-FLEET_SCHEMA_VERSION = "1.5.0"
+FLEET_SCHEMA_VERSION = "1.6.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
 
 # A host's status in the fleet report: its doctor verdict (_status.HOST_VERDICTS), or one of these when doctor gave none.

@@ -78,7 +78,7 @@ def test_prometheus_gauge_per_host_and_gpu(placed):
 def test_json_carries_the_section_and_the_new_schema_version(placed):
     report, _names = placed
     parsed = json.loads(_text(json_report.render, report))
-    assert parsed["schema_version"] == FLEET_SCHEMA_VERSION == "1.5.0"
+    assert parsed["schema_version"] == FLEET_SCHEMA_VERSION == "1.6.0"
     assert parsed["placement"] == report["placement"]
 
 

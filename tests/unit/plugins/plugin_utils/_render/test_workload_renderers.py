@@ -61,7 +61,7 @@ def test_the_analysis_behind_the_formats(report):
 
 def test_json_carries_the_section_and_matches_the_schema(report):
     parsed = json.loads(_text(json_report.render, report))
-    assert parsed["workloads"] == report["workloads"] and parsed["schema_version"] == "1.5.0"
+    assert parsed["workloads"] == report["workloads"] and parsed["schema_version"] == "1.6.0"
     errors = sorted(schema_validator().iter_errors(parsed), key=lambda e: list(e.path))
     assert not errors, [(list(e.path), e.message) for e in errors[:5]]
 
