@@ -119,8 +119,8 @@ def test_close_leaves_nothing_behind_even_when_the_test_fails(tmp_path):
         raise RuntimeError("the test failed")
     assert bed.leftovers() == []
     names = [bed.bridge] + [h.veth for h in bed.hosts] + [h.netns for h in bed.hosts]
-    listing = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout + subprocess.run(
-        ["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    listing = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30, check=False).stdout + subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=False).stdout
     assert not [n for n in names if n in listing]
     assert not os.path.exists(bed.control_path_dir) and not (netns.CLAIMS / ("%s.json" % bed.id)).exists()
 
@@ -136,7 +136,7 @@ def _bed_in_a_process(tmp_path, how):
         "time.sleep(600)\n"), str(tmp_path / "bed")], stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=os.path.join(REPO, "collections")))
     try:
         made = json.loads(owner.stdout.readline())
-        spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+        spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=False).stdout
         assert all(n in spaces for n in made["names"][1:])
     finally:
         owner.send_signal(how)
@@ -149,8 +149,8 @@ def test_a_bed_closes_when_its_process_is_terminated(tmp_path):
     if reason:
         pytest.skip("network-namespace bed: %s" % reason)
     made = _bed_in_a_process(tmp_path, signal.SIGTERM)  # a CI job's timeout, a `kill`: no atexit runs
-    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=False).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30, check=False).stdout
     assert not [n for n in made["names"] if n in spaces or n in links]
     assert not (netns.CLAIMS / ("%s.json" % made["id"])).exists()
 
@@ -160,11 +160,11 @@ def test_a_bed_whose_owner_was_killed_is_torn_down_by_the_next(tmp_path):
     if reason:
         pytest.skip("network-namespace bed: %s" % reason)
     made = _bed_in_a_process(tmp_path, signal.SIGKILL)  # no handler, no atexit, no finally: what a killed run leaves
-    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=False).stdout
     assert all(n in spaces for n in made["names"][1:])
     netns.reap()
-    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30).stdout
-    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30).stdout
+    spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30, check=False).stdout
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, timeout=30, check=False).stdout
     assert not [n for n in made["names"] if n in spaces or n in links]
     assert not (netns.CLAIMS / ("%s.json" % made["id"])).exists()
 

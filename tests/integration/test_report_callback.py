@@ -117,7 +117,8 @@ def test_history_finds_the_gpu_that_failed_in_both_runs(two_runs):
     assert [(o["kind"], o["host"], o["uuid"], o["runs_failed"], o["runs"], o["offences"], o["failing_now"]) for o in offenders] == [
         ("gpu", "a100-4", uuid, 2, 2, ["gpu.ecc_errors"], True)]
     assert "REPEAT a100-4 GPU 0 %s: failed in 2 of 2 runs (gpu.ecc_errors)" % uuid in two_runs["second"][0].stdout
-    snapshots = [n for n in os.listdir(os.path.join(two_runs["report_dir"], "history")) if n not in ("findings.json", "findings.json.lock", "fleet-history.lock")]  # the findings store, the locks
+    state_files = ("findings.json", "findings.json.lock", "fleet-history.lock")  # the findings store, the locks
+    snapshots = [n for n in os.listdir(os.path.join(two_runs["report_dir"], "history")) if n not in state_files]
     assert len(snapshots) == 2 and all(n.startswith("fleet-history-") for n in snapshots)
 
 

@@ -121,8 +121,8 @@ def seven_hosts():
     _replace(fleet.hosts[LOST_HOST]["doctor"], _xids(fleet, LOST_HOST, lost))
     dbe = _readdressed(_XID_LINES[1], "0000:30:00", code=48)  # GPU 2 of the host (00000000:30:00.0)
     _replace(fleet.hosts[XID48_HOST]["doctor"], _xids(fleet, XID48_HOST, [dbe]))
-    _replace(fleet.hosts[SEVEN[6]]["doctor"], _xids(fleet, SEVEN[6], [_readdressed(_XID_63, "0000:10:00"),
-                                                                     _readdressed(_XID_94, "0000:10:00")]))
+    remapped = [_readdressed(_XID_63, "0000:10:00"), _readdressed(_XID_94, "0000:10:00")]
+    _replace(fleet.hosts[SEVEN[6]]["doctor"], _xids(fleet, SEVEN[6], remapped))
     fleet.hosts[HUNG_HOST]["doctor"] = _hung(HUNG_HOST)
     report = analyse(fleet.report(RUN_TIMES[-1]), AnalysisOptions(history=[]))
     state = findings.update(findings.empty_state(), report)

@@ -90,7 +90,7 @@ def interface_of_address(address: str) -> Optional[str]:
         return None
     for family, _type, _proto, _name, sockaddr in infos:
         if family == socket.AF_INET6:
-            wanted = socket.inet_pton(socket.AF_INET6, str(sockaddr[0]).split("%")[0]).hex()
+            wanted = socket.inet_pton(socket.AF_INET6, str(sockaddr[0]).split("%", 1)[0]).hex()
             return _ipv6_interfaces(read_text_if_exists("/proc/net/if_inet6") or "").get(wanted)
         if family == socket.AF_INET:
             return _ipv4_interface(str(sockaddr[0]))

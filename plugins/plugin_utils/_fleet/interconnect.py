@@ -223,9 +223,9 @@ def reading(entry: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     doctor: Mapping[str, Any] = entry["doctor"] if isinstance(entry.get("doctor"), Mapping) else {}
     environment: Mapping[str, Any] = doctor["environment"] if isinstance(doctor.get("environment"), Mapping) else {}
     out: dict[str, Any] = {"boot": environment.get("boot_id"), "drv": environment.get("driver_version"), "lim": {}}
-    builders = {"ib": lambda d: _ib_reading(d),
+    builders = {"ib": _ib_reading,
                 "nvlink": lambda d: _nvlink_reading(d, (checks.get(NVLINK_STATE_CHECK) or {}).get("details")),
-                "aer": lambda d: _aer_reading(d)}
+                "aer": _aer_reading}
     for kind, check_id in SECTION_CHECKS.items():
         chk = checks.get(check_id)
         if chk is None:
@@ -519,8 +519,9 @@ def _finding(host: str, check_id: str, subject: str, status: str, message: str, 
 def _per_unit(row: Mapping[str, Any]) -> str:
     if row["unit"] == "count":
         return "+%d since the last run (%.1f h)" % (row["delta"], row["interval_h"])
-    return "%s%s/%s over %.1f h (limit %g/%s)" % ("at least " if row.get("at_least") else "", _figure(row["rate"]), row["unit"],
-                                                   row["interval_h"], row["limit"], row["unit"])
+    at_least = "at least " if row.get("at_least") else ""
+    return "%s%s/%s over %.1f h (limit %g/%s)" % (at_least, _figure(row["rate"]), row["unit"], row["interval_h"], row["limit"],
+                                                  row["unit"])
 
 
 def _figure(value: float) -> str:
@@ -645,4 +646,3 @@ def analyse_interconnect(hosts: Mapping[str, Any], host_class: Mapping[str, Opti
 def hosts_read(section: Optional[Mapping[str, Any]]) -> set[str]:
     """The hosts whose interconnect was read this run (their open interconnect findings may count a clean run)."""
     return set((section or {}).get("hosts") or {})
-

@@ -200,7 +200,7 @@ def _first(report: Mapping[str, Any]) -> Iterator[str]:
     yield "## %s\n\n" % views.FIRST_TITLE
     for rank, status, check_id, count, hosts, remediation in actions:
         yield "%d. **%s** %s on %s (%s): %s\n" % (rank, md(status, cell=False), md(check_id, cell=False), plural(count, "host"),
-                                                 md(hosts, cell=False), md(remediation, cell=False))
+                                                  md(hosts, cell=False), md(remediation, cell=False))
     if more:
         yield "\n_%s_\n" % md("and %s: see %s below" % (plural(more, "more action"), views.ACTIONS_TITLE), cell=False)
     if actions:

@@ -1063,7 +1063,7 @@ def xid_policy(expect: Expect) -> dict[int, dict[str, Any]]:
     """hydra_expect.xid_policy by XID code, each rule with its count and window filled in (validated by _expect)."""
     window = _expect.get(expect, XID_WINDOW)
     return dict((_expect.xid_code(code) or 0, {"severity": rule["severity"], "count": rule.get("count", 1),
-                                              "window_hours": rule.get("window_hours") or window})
+                                               "window_hours": rule.get("window_hours") or window})
                 for code, rule in (_expect.get(expect, XID_POLICY) or {}).items())
 
 

@@ -139,8 +139,9 @@ def nvlink_errors(probes: Probes, expect: Expect) -> Finding:
     summary = _lifetime(_nonzero(named), "%d GPU(s) read (%s)" % (len(readings), data["source"]))
     if problems:
         first = problems[0]
-        return finding(WARN, "counters unreadable on %d GPU(s): GPU %s %s; %s" % (
-            len(problems), first["index"], ", ".join(sorted(first["unreadable"])[:NAMED]), summary), details,
+        message = "counters unreadable on %d GPU(s): GPU %s %s; %s" % (
+            len(problems), first["index"], ", ".join(sorted(first["unreadable"])[:NAMED]), summary)
+        return finding(WARN, message, details,
                        "Read the counters by hand (`nvidia-smi nvlink -e -i <index>`): unreadable is not zero.")
     return finding(PASS, summary, details)
 
@@ -205,25 +206,23 @@ def fabric_state(probes: Probes, expect: Expect) -> Finding:
     reporting = [g for g in gpus if (g.get("fabric") or {}).get("state") is not None]
     if not reporting:
         return finding(SKIP, "no GPU reports an NVLink fabric state (not a multi-node NVLink system, or a driver before 550)")
-    rows = [dict(gpu_ref(g), **dict((k, g["fabric"].get(k)) for k in
-                                   ("state", "status", "clique_id", "cluster_uuid", "health_summary", "bandwidth")))
-            for g in reporting]
+    fields = ("state", "status", "clique_id", "cluster_uuid", "health_summary", "bandwidth")
+    rows = [dict(gpu_ref(g), **dict((k, g["fabric"].get(k)) for k in fields)) for g in reporting]
     domain = _expect.get(expect, NVLINK_DOMAIN)
     remedy = ("Check the rack's NVLink fabric service (IMEX and the NVLink switch trays' fabric manager), read "
               "`nvidia-smi -q | grep -A8 Fabric`, then reset the GPUs.")
     untrained = [r for r in rows if r["state"] != "Completed" or r["status"] not in (None, "Success")]
     if untrained:
-        return finding(FAIL, "%d GPU(s) not on the NVLink fabric: %s" % (len(untrained), "; ".join(
-            "GPU %s state %s, status %s" % (r["index"], r["state"], r["status"]) for r in untrained[:NAMED])),
+        named = "; ".join("GPU %s state %s, status %s" % (r["index"], r["state"], r["status"]) for r in untrained[:NAMED])
+        return finding(FAIL, "%d GPU(s) not on the NVLink fabric: %s" % (len(untrained), named),
                        {"gpus": untrained, "nvlink_domain": domain}, remedy)
     unhealthy = [r for r in rows if r["health_summary"] in ("Unhealthy", "Limited Capacity") or r["bandwidth"] == "Degraded"]
     clusters = sorted(set(str(r["cluster_uuid"]) for r in rows))
     cliques = sorted(set(str(r["clique_id"]) for r in rows))
     details = {"gpus": rows, "nvlink_domain": domain}
     if unhealthy:
-        return finding(WARN, "fabric health of %d GPU(s): %s" % (len(unhealthy), "; ".join(
-            "GPU %s %s, bandwidth %s" % (r["index"], r["health_summary"], r["bandwidth"]) for r in unhealthy[:NAMED])),
-                       dict(details, gpus=unhealthy), remedy)
+        named = "; ".join("GPU %s %s, bandwidth %s" % (r["index"], r["health_summary"], r["bandwidth"]) for r in unhealthy[:NAMED])
+        return finding(WARN, "fabric health of %d GPU(s): %s" % (len(unhealthy), named), dict(details, gpus=unhealthy), remedy)
     if len(clusters) > 1 or len(cliques) > 1:
         return finding(WARN, "the host's GPUs disagree: cluster UUID %s, clique %s" % (" / ".join(clusters), " / ".join(cliques)),
                        details, remedy)

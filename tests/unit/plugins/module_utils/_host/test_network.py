@@ -26,7 +26,6 @@ def test_ipv6_rows_of_proc_net_if_inet6():
     assert network._ipv6_interfaces(text) == {"00000000000000000000000000000001": "lo", "fd000000000000000000000000000002": "eth0"}
 
 
-
 def _ipv4_of(name):
     """The interface's IPv4 addresses as iproute2 lists them (an independent reading)."""
     out = subprocess.run(["ip", "-o", "-4", "addr", "show", "dev", name], capture_output=True, text=True, check=False).stdout

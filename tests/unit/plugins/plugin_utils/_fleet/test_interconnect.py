@@ -297,7 +297,7 @@ def test_pcie_aer_new_fatal_errors_fail_correctable_ones_warn_above_8_per_minute
 
 def _fabric(smi_gpu, index, clique, cluster="5cd30dc8-1d1e-4f2a-9b6e-2f3c4d5e6f70", state="Completed"):
     gpu = dict(smi_gpu, index=index, fabric=dict(smi_gpu["fabric"], state=state, status="Success", clique_id=clique,
-                                                   cluster_uuid=cluster, health_summary="Healthy", bandwidth="Full"))
+                                                 cluster_uuid=cluster, health_summary="Healthy", bandwidth="Full"))
     return gpu
 
 
@@ -332,7 +332,7 @@ def test_the_history_keeps_a_compact_reading_per_host_as_text_and_a_broken_one_i
     port = value["ib"]["p"]["mlx5_1/1"]
     # Only the judged counters that are not zero, the saturated ones named, nothing empty: no data or packet counters.
     assert port == {"s": "ACTIVE", "r": 400.0, "fw": "28.41.1000", "c": {"link_downed": 255, "excessive_buffer_overrun_errors": 15,
-                                                                          "port_rcv_errors": 14},
+                                                                         "port_rcv_errors": 14},
                     "sat": ["excessive_buffer_overrun_errors", "link_downed"]}
     assert interconnect.reading_problem(value) is None and history.snapshot_problem(snap) is None
     fold = history.HistoryFold()

@@ -109,7 +109,7 @@ def _artifact(job, statuses, host_checks):
 def test_merge_from_artifacts_alone_lists_each_hosts_checks_in_the_report():
     collector = FleetCollector()
     collector.add_doctor("n1", {"checks": _checks(("gpu.ecc_errors", "FAIL"), ("gpu.persistence_mode", "WARN"),
-                                                   ("driver.version", "PASS"))})
+                                                  ("driver.version", "PASS"))})
     collector.add_doctor("n2", {"checks": _checks(*[("gpu.w%d" % n, "WARN") for n in range(10)])})
     collector.add_doctor("n3", {"checks": _checks(("gpu.ecc_errors", "PASS"))})
     artifacts = parts.part_summary({"ok": False}, collector.hosts, "77", "5")

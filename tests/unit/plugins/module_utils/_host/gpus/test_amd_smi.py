@@ -125,7 +125,7 @@ def test_gpus_named_by_their_pci_address_are_matched_by_it():
     for item in static:
         item["gpu"] = item["bus"]["bdf"]
     inventory = parse_amd_smi(json.dumps(static), metric_text([dict(metric[1], gpu="0000:0C:00.0"),
-                                                                dict(metric[0], gpu="0000:0b:00.0")]))
+                                                               dict(metric[0], gpu="0000:0b:00.0")]))
     assert [(g["pci_bus_id"], g["temperature"]["edge_c"]) for g in inventory["gpus"]] == [
         ("0000:0b:00.0", 36), ("0000:0c:00.0", 50)]
 
