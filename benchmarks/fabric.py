@@ -106,7 +106,7 @@ def link_ratios(args):
                 candidates.append(("gloo", None, bed.python))
             for backend, reducer, python in candidates:
                 runs = [ring(bed, [a, b], args.size, args.iterations, reducer=reducer, backend=backend,
-                             torch_python=args.torch_python, python=python)[0] for _ in range(args.repeats)]
+                             torch_python=args.torch_python, python=python)[0] for _repeat in range(args.repeats)]
                 busbw = statistics.median(runs)
                 print("| %s | %.3f | %.2f | %.2f |" % (backend if backend != "tcp" else "tcp / %s" % reducer, busbw,
                                                       busbw / one_way, busbw / both_ways))

@@ -807,4 +807,3 @@ def run(options: Mapping[str, Any]) -> dict[str, Any]:
     """Validate, then run this host's rank; the module's ``fabric`` result. FabricInputError for a bad option."""
     validate(options)
     return Rank(options).run()
-

@@ -289,12 +289,12 @@ def sweep(ring: Ring, sizes: list[int], iterations: int, warmup: int, seed: int,
         dst = memoryview(bytearray(nbytes))
         expected = scaled(base, total)
         del base
-        for _ in range(warmup):
+        for _warm in range(warmup):
             ring.allreduce(src, dst, deadline)
         ring.allreduce(fence_src, fence_dst, deadline)
         count = latency_iterations if nbytes <= INLINE_BYTES * ring.world else iterations
         began = time.perf_counter()
-        for _ in range(count):
+        for _timed in range(count):
             ring.allreduce(src, dst, deadline)
         seconds = (time.perf_counter() - began) / count
         rows.append({"bytes": nbytes, "seconds": seconds, "iterations": count, "verified": dst == expected})

@@ -46,7 +46,8 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
     timeout = datetime.timedelta(seconds=max(args["timeout_s"], 1.0))
     store = dist.TCPStore(args["address"], args["port"], world, rank == 0, timeout=timeout, wait_for_workers=False)
     if rank == 0:
-        print(json.dumps({"store_port": store.port}), flush=True)
+        sys.stdout.write(json.dumps({"store_port": store.port}) + "\n")
+        sys.stdout.flush()
     device = torch.device("cpu")
     if backend == "nccl":
         device = torch.device("cuda", 0)
@@ -67,13 +68,13 @@ def run(args: dict[str, Any]) -> dict[str, Any]:
         verified = bool(torch.all(check == total).item())
         del check
         work = torch.zeros(count, dtype=torch.float32, device=device)  # zeros: the sums never grow
-        for _ in range(args["warmup"]):
+        for _warm in range(args["warmup"]):
             dist.all_reduce(work)
         dist.all_reduce(fence)
         sync()
         iterations = args["latency_iterations"] if nbytes <= 16384 * world else args["iterations"]
         began = time.perf_counter()
-        for _ in range(iterations):
+        for _timed in range(iterations):
             dist.all_reduce(work)
         sync()
         rows.append({"bytes": count * 4, "seconds": (time.perf_counter() - began) / iterations, "iterations": iterations,
@@ -92,7 +93,8 @@ def main() -> None:
         answer = probe()
     else:
         answer = run(args)
-    print(json.dumps(answer), flush=True)
+    sys.stdout.write(json.dumps(answer) + "\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":

@@ -296,7 +296,7 @@ def pair_schedule(hosts: Sequence[str]) -> list[list[list[str]]]:
     order = {h: i for i, h in enumerate(hosts)}
     count = len(ring)
     rounds = []
-    for _ in range(count - 1):
+    for _round in range(count - 1):
         pairs = [(ring[i], ring[count - 1 - i]) for i in range(count // 2)]
         rounds.append([sorted((a, b), key=lambda h: order[h]) for a, b in pairs if a is not None and b is not None])
         ring = [ring[0], ring[-1]] + ring[1:-1]

@@ -13,7 +13,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._fabric import rin
 def tcp_links(world):
     """world real TCP connections on loopback: links[i] = (sending end of i -> i+1, receiving end at i+1)."""
     links = []
-    for _ in range(world):
+    for _link in range(world):
         listener = socket.create_server(("127.0.0.1", 0))
         out = socket.create_connection(listener.getsockname())
         into, _address = listener.accept()
