@@ -32,8 +32,8 @@ def rank_options(rank, world, run_id, token, port_file, address, master_address,
     return options
 
 
-def start_rank(options, python=sys.executable):
-    env = dict(os.environ, PYTHONPATH=COLLECTIONS)
+def start_rank(options, python=sys.executable, env=None):
+    env = dict(os.environ, PYTHONPATH=COLLECTIONS, **(env or {}))
     return subprocess.Popen([python, "-c", RANK_CODE, json.dumps(options)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env)
 
@@ -52,8 +52,9 @@ def read_port(port_file, timeout=30.0):
     raise AssertionError("rank 0 wrote no port file within %ss" % timeout)
 
 
-def launch_group(world, tmp_path, addresses=None, skip=(), per_rank=None, **overrides):
-    """Start rank 0, read its port, start the others (but those in skip): {rank: Popen}."""
+def launch_group(world, tmp_path, addresses=None, skip=(), per_rank=None, rank_env=None, **overrides):
+    """Start rank 0, read its port, start the others (but those in skip): {rank: Popen}. rank_env: rank -> extra
+    environment of that rank's process (CUDA_VISIBLE_DEVICES, say)."""
     run_id = "t%s" % secrets.token_hex(5)
     token = secrets.token_hex(16)
     port_file = str(tmp_path / ("%s.port" % run_id))
@@ -64,14 +65,14 @@ def launch_group(world, tmp_path, addresses=None, skip=(), per_rank=None, **over
         extra.update((per_rank or {}).get(rank, {}))
         return rank_options(rank, world, run_id, token, port_file, addresses[rank], addresses[0], port, **extra)
 
-    procs = {0: start_rank(options(0))}
+    procs = {0: start_rank(options(0), env=(rank_env or {}).get(0))}
     port = read_port(port_file)
     if not isinstance(port, int):
         procs[0].wait(30)
         return procs, {"port_error": port, "token": token, "run_id": run_id}
     for rank in range(1, world):
         if rank not in skip:
-            procs[rank] = start_rank(options(rank, port))
+            procs[rank] = start_rank(options(rank, port), env=(rank_env or {}).get(rank))
     return procs, {"port": port, "token": token, "run_id": run_id, "port_file": port_file}
 
 

@@ -1,6 +1,9 @@
 """Ranks as real processes on loopback addresses (127.0.0.x, one per host): joins, verdicts, deadlines, strangers."""
 
+import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -141,3 +144,27 @@ def test_gloo_through_torch_when_every_rank_has_torch(tmp_path, torch_python):
     verdict = out[0]["verdict"]
     assert verdict["backend"] == "gloo" and verdict["backend_reason"] == "every rank has torch with gloo"
     assert all(row["verified"] for row in verdict["rows"]) and out[1]["torch_version"].startswith("2.13.0")
+
+
+def _cuda_torch_python():
+    """An interpreter whose torch sees at least two CUDA (or ROCm) GPUs: HYDRA_TORCH_PYTHON, else this one."""
+    python = os.environ.get("HYDRA_TORCH_PYTHON") or sys.executable
+    code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    count = int(done.stdout.strip() or 0) if done.returncode == 0 else 0
+    return python, count
+
+
+@pytest.mark.gpu
+def test_nccl_between_two_ranks_each_on_its_own_gpu(tmp_path):
+    python, count = _cuda_torch_python()
+    if count < 2:
+        pytest.skip("NCCL needs two GPUs for two ranks on one machine (%d seen by %s)" % (count, python))
+    procs, _info = F.launch_group(2, tmp_path, backend="auto", torch_python=python, sizes=[8, 1 << 20, 64 << 20],
+                                  join_timeout=120.0, run_timeout=300.0, rank_env={0: {"CUDA_VISIBLE_DEVICES": "0"},
+                                                                                     1: {"CUDA_VISIBLE_DEVICES": "1"}})
+    out = F.results(procs, timeout=400)
+    assert {out[r]["outcome"] for r in range(2)} == {R.OK}, out
+    verdict = out[0]["verdict"]
+    assert verdict["backend"] in ("nccl", "rccl") and verdict["backend_reason"] == "every rank has torch with NCCL and a GPU"
+    assert all(row["verified"] for row in verdict["rows"]) and verdict["rows"][-1]["busbw_gbps"] > 1.0
