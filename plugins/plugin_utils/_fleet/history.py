@@ -16,7 +16,8 @@ the snapshots oldest first, one at a time, so memory does not grow with N:
   counts each run at most once, out of the runs the host or GPU was seen in;
 - stragglers judged on history: each run's figures are scored against the host's class in that run
   (robust z and ratio, stragglers.run_scores); the last ``window`` scores of every host and GPU are kept
-  and stragglers.judge_history() flags the ones consistently below their class.
+  and stragglers.judge_history() flags the ones well below their class in most of those runs, or a little
+  in every one.
 
 The snapshot and fold functions are pure; read_snapshots / write_snapshot do the file I/O. A snapshot that
 cannot be read or is not the expected shape is skipped with a problem line naming it and renamed aside

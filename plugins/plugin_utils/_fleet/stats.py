@@ -9,6 +9,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 from typing import Optional
 
 # Iglewicz and Hoaglin's modified z-score: 0.6745 is the 0.75 quantile of the standard normal, so
@@ -59,3 +60,14 @@ class Spread:
 
     def describe(self) -> dict[str, object]:
         return {"n": self.n, "median": self.median, "mad": self.mad, "spread_method": self.method}
+
+
+def tail_scale(ordered: Sequence[float], centre: float, q: float, upper: bool = True) -> Optional[float]:
+    """The spread that a tail of a sorted group implies: how far its q quantile (its 1 - q quantile when not
+    ``upper``) lies from ``centre``, over the standard normal's q quantile (2.326 at 0.99). On Gaussian data it is
+    the standard deviation, as MAD / 0.6745 is; on heavy-tailed data it is larger, while the MAD (which reads the
+    middle half) is not. None for a group too small to have a value beyond the quantile (fewer than 1 / (1 - q))."""
+    if not 0.5 < q < 1.0 or len(ordered) * (1.0 - q) < 1.0:
+        return None
+    beyond = quantile(ordered, q) - centre if upper else centre - quantile(ordered, 1.0 - q)
+    return max(0.0, beyond) / NormalDist().inv_cdf(q)

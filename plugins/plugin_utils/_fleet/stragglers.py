@@ -18,28 +18,37 @@ when ratio < 0.75 whatever the spread. A straggler is a host (or GPU) with a slo
 with the lowest ratio is the one that makes it slow.
 
 Judged on history (judge_history, from the scores HistoryFold keeps of each run against the class in
-that run): a host or GPU scored in each of the last ``history_runs`` runs (default 3, the current one
-included) is slow on a metric when it was below its class median in every one of them (ratio < 1), the
-combined robust z sum(z) / sqrt(N) (Stouffer's) is <= ``history_z`` (-4.0) and the mean ratio is at least
-``history_shortfall`` (10 %) below the median. Noise averages out over the runs, a lasting shortfall
-does not: a host 15 % slow at 5 % noise has z about -3 in each run, missed by the one-run rule half the
-time, but -5.2 combined. Where such a history exists it decides: a one-run finding it does not confirm
-is dropped unless the run is below ``ratio_floor`` (25 % slower, a sudden fault), since one noisy run
-alone is what makes the one-run rule's false positives.
+that run; docs/fleet_analysis.md has the why and the measurements): each run's robust z is taken on the larger
+of the MAD scale and the scale the group's faster 0.5 % tail implies (stats.tail_scale, ``tail_quantile``), so
+heavy-tailed noise widens it where the MAD alone would not. A host or GPU scored in each of the last ``history_runs`` runs (N,
+default 3, the current one included) is slow on a metric when either
+
+- a majority of the N runs (2 of 3) are slow: z <= ``history_run_z`` (-3.25) and at least ``history_shortfall``
+  (10 %) below the median in that run. One run, however far down, is never a majority: heavy-tailed noise
+  makes one run at -25 % common, two independent ones rare; a fault seen in 2 of 3 runs is found; or
+- it is a little slow every time: every run's z <= ``history_every_z`` (-1.0), the mean of the runs' z, each
+  capped at -``history_z_cap`` (4) so one outlier run cannot carry it, <= ``history_mean_z`` (-2.6: -4.5
+  combined as sum / sqrt(3)), and the median ratio at least ``history_shortfall`` below the median. Noise
+  averages out over runs, a lasting 15 % shortfall does not.
+
+Where such a history exists it decides: a one-run finding it does not confirm is dropped (unless its ratio is
+below ``history_sudden_ratio``, 0 by default: one heavy-tailed run cannot tell a sudden fault from noise, a
+fault that stays is found on its second run).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread, quantile
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread, median, quantile, tail_scale
 
 DEFAULT_RULE: dict[str, float] = {"robust_z": -3.5, "min_shortfall": 0.10, "ratio_floor": 0.75, "min_peers": 5,
-                                  "history_runs": 3, "history_z": -4.0, "history_shortfall": 0.10}
+                                  "history_runs": 3, "history_run_z": -3.25, "history_every_z": -1.0, "history_mean_z": -2.6,
+                                  "history_z_cap": 4.0, "history_shortfall": 0.10, "history_sudden_ratio": 0.0,
+                                  "tail_quantile": 0.995}
 
 
 def _distribution(values: list[float]) -> tuple[Spread, dict[str, Any]]:
@@ -51,13 +60,14 @@ def _distribution(values: list[float]) -> tuple[Spread, dict[str, Any]]:
     return spread, out
 
 
-def _score(value: float, spread: Spread, lower_better: bool) -> tuple[Optional[float], Optional[float]]:
+def _score(value: float, spread: Spread, lower_better: bool, scale: Optional[float] = None) -> tuple[Optional[float], Optional[float]]:
+    """(ratio, robust z) of one value; ``scale`` instead of the spread's own when given and larger."""
     centre = spread.median
     if lower_better:
         ratio = centre / value if value > 0 else None
     else:
         ratio = value / centre if centre > 0 else None
-    z = spread.score(value)
+    z = (value - centre) / scale if scale is not None and scale > spread.scale else spread.score(value)
     if z is not None and lower_better:
         z = -z
     return ratio, z
@@ -103,22 +113,43 @@ Scores = Mapping[Any, Mapping[str, Sequence[tuple[int, float, float, float, floa
 
 def run_scores(samples: Samples, rule: Mapping[str, float]) -> Iterator[tuple[Any, str, float, float, float, float]]:
     """(key, metric, robust z, ratio, value, median) of every value of one run whose group has at least
-    ``min_peers`` values and a spread (z and ratio both defined)."""
+    ``min_peers`` values and a spread (z and ratio both defined). z is on the larger of the MAD scale and the
+    scale of the group's faster ``tail_quantile`` tail (stats.tail_scale): faults only slow a value, so that tail
+    is noise alone, however many hosts of the group are slow."""
     for (_group, metric), pairs in samples.items():
         if len(pairs) < rule["min_peers"]:
             continue
-        spread = Spread(sorted(v for _unused, v in pairs))
+        ordered = sorted(v for _unused, v in pairs)
+        spread = Spread(ordered)
         lower_better = lower_is_better(metric)
+        tail = tail_scale(ordered, spread.median, rule["tail_quantile"], upper=not lower_better)
         for key, value in pairs:
-            ratio, z = _score(value, spread, lower_better)
+            ratio, z = _score(value, spread, lower_better, tail)
             if ratio is not None and z is not None:
                 yield key, metric, z, ratio, value, spread.median
+
+
+def _slow_on_history(last: Sequence[tuple[int, float, float, float, float]], rule: Mapping[str, float]) -> Optional[dict[str, Any]]:
+    """The finding of one series' last N (run, z, ratio, value, median) by the history rule (module docstring), or None."""
+    runs = len(last)
+    most_ratio = 1.0 - rule["history_shortfall"]
+    slow_runs = sum(1 for entry in last if entry[1] <= rule["history_run_z"] and entry[2] <= most_ratio)
+    typical_ratio = median([entry[2] for entry in last])
+    majority = slow_runs >= runs // 2 + 1
+    if not majority:
+        cap = -rule["history_z_cap"]
+        if (typical_ratio > most_ratio or any(entry[1] > rule["history_every_z"] for entry in last)
+                or sum(max(entry[1], cap) for entry in last) / runs > rule["history_mean_z"]):
+            return None
+    return {"ratio": typical_ratio, "robust_z": median([entry[1] for entry in last]), "runs": runs, "slow_runs": slow_runs,
+            "basis": "history"}
 
 
 def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -> tuple[Findings, set[tuple[Any, str]]]:
     """({key: [slow metric]}, {(key, metric) judged}) by the history rule (module docstring); scores: {key:
     {metric: [(run, z, ratio, value, median)]}}, the last runs of each series, oldest first; only series
-    scored in the current run and each of the runs before it are judged."""
+    scored in the current run and each of the runs before it are judged. A finding's ratio and robust_z are
+    the medians over the runs; slow_runs counts the runs slow on their own."""
     runs = int(rule["history_runs"])
     slow: Findings = {}
     judged: set[tuple[Any, str]] = set()
@@ -130,26 +161,23 @@ def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -
             if len(last) < runs or last[-1][0] != current_run or last[0][0] != current_run - runs + 1:
                 continue
             judged.add((key, metric))
-            if any(entry[2] >= 1.0 for entry in last):
-                continue
-            combined = sum(entry[1] for entry in last) / math.sqrt(runs)
-            mean_ratio = sum(entry[2] for entry in last) / runs
-            if combined <= rule["history_z"] and mean_ratio <= 1.0 - rule["history_shortfall"]:
-                slow.setdefault(key, []).append({"metric": metric, "value": last[-1][3], "median": last[-1][4],
-                                                 "ratio": mean_ratio, "robust_z": combined, "runs": runs, "basis": "history"})
+            finding = _slow_on_history(last, rule)
+            if finding is not None:
+                finding.update(metric=metric, value=last[-1][3], median=last[-1][4])
+                slow.setdefault(key, []).append(finding)
     return slow, judged
 
 
 def merge_history(stragglers: dict[str, Any], slow: Findings, judged: set[tuple[Any, str]], host_class: Mapping[str, Optional[str]],
                   gpu_info: Mapping[str, Mapping[str, Any]], rule: Optional[Mapping[str, float]] = None) -> None:
     """Judge analyse_stragglers()'s result on history: one-run findings of series the history judged and
-    did not find slow are dropped unless below ``ratio_floor``; the history's findings are added (a metric
+    did not find slow are dropped unless below ``history_sudden_ratio``; the history's findings are added (a metric
     the one-run rule flagged keeps its one-run finding). slow, judged: judge_history() on keys
     ("host", name) or ("gpu", uuid); gpu_info: {uuid: this run's GPU record with its host}."""
     rule = dict(DEFAULT_RULE, **(rule or {}))
 
     def confirmed(key: tuple[str, str], finding: Mapping[str, Any]) -> bool:
-        if (key, finding["metric"]) not in judged or (finding["ratio"] is not None and finding["ratio"] < rule["ratio_floor"]):
+        if (key, finding["metric"]) not in judged or (finding["ratio"] is not None and finding["ratio"] < rule["history_sudden_ratio"]):
             return True
         return any(f["metric"] == finding["metric"] for f in slow.get(key, ()))
 
