@@ -23,13 +23,24 @@ Targets (issue 5, one run): recall >= 95 %, false positives <= 0.5 % of the heal
 Targets (issue 13, --runs 3 at 5 % noise): recall >= 95 %, false positives <= 0.1 % of the healthy hosts.
 Targets (issue 26, --world heavy --runs 3): recall >= 95 % (the intermittent faults included), false positives
 <= 0.1 % of the healthy hosts.
+
+--cost times the history straggler rule before issue 26 (kept below as previous_*) and this one, interleaved, on
+the heavy world's third run: the history part alone (score the two earlier snapshots and this run, judge) and the
+whole analysis of the run with its history, per host; the ratio is this rule / the previous one.
 """
 
 import argparse
+import contextlib
+import math
 import random
+import statistics
+import time
 
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history as history_mod
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import stragglers
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import host_figures
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import host_figures, lower_is_better
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread
 from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet
 
 CLASSES = ("a100x8", "a10gx4", "t4x1", "ada4000x2")
@@ -59,8 +70,9 @@ def plant(fleet, hosts, seed, runs, intermittent):
     return planted, slowdowns
 
 
-def measure(fleet, slowdowns, seed, runs, options_for=AnalysisOptions):
-    """Each run measured, its faults planted and analysed with the history of the runs before; the last report."""
+def measure(fleet, slowdowns, seed, runs, rule=None):
+    """Each run measured, its faults planted and analysed with the history of the runs before; the last report and
+    the snapshots of every run."""
     snapshots = []
     for run in range(runs):
         if run:
@@ -72,19 +84,19 @@ def measure(fleet, slowdowns, seed, runs, options_for=AnalysisOptions):
                 fleet.slow_host(host, factor, metric)
             else:
                 fleet.slow_gpu(host, gpu, factor, metric)
-        options = options_for(history=list(snapshots) if runs > 1 else None)
+        options = AnalysisOptions(history=list(snapshots) if runs > 1 else None, straggler_rule=rule)
         report = analyse(fleet.report(generated_at="2026-11-%02dT13:00:00+00:00" % (run + 1)), options)
         if options.current_snapshot is not None:
             snapshots.append(options.current_snapshot)
-    return report
+    return report, snapshots
 
 
-def trial(hosts, cv, seed, runs=1, dof=None, bias_cv=0.0, intermittent=0.0):
+def trial(hosts, cv, seed, runs=1, dof=None, bias_cv=0.0, intermittent=0.0, rule=None):
     """(recall, recall of the intermittent faults or None, false positive share of healthy hosts, false positives)."""
     fleet = SyntheticFleet(dict((c, hosts // len(CLASSES)) for c in CLASSES), seed=seed, cv=cv, dof=dof, bias_cv=bias_cv)
     planted, slowdowns = plant(fleet, hosts, seed, runs, intermittent)
-    stragglers = measure(fleet, slowdowns, seed, runs)["analysis"]["stragglers"]
-    found = set(s["host"] for s in stragglers["hosts"]) | set(s["host"] for s in stragglers["gpus"])
+    slow = measure(fleet, slowdowns, seed, runs, rule)[0]["analysis"]["stragglers"]
+    found = set(s["host"] for s in slow["hosts"]) | set(s["host"] for s in slow["gpus"])
     healthy = len(fleet.hosts) - len(planted)
     partial = set(s[0] for s in slowdowns if s[4] is not None)
     partial_recall = len(found & partial) / float(len(partial)) if partial else None
@@ -103,6 +115,87 @@ def summary(results, runs):
     return text
 
 
+def previous_run_scores(samples, rule):
+    """stragglers.run_scores before issue 26: z on the MAD scale alone."""
+    for (_group, metric), pairs in samples.items():
+        if len(pairs) < rule["min_peers"]:
+            continue
+        spread = Spread(sorted(v for _unused, v in pairs))
+        lower_better = lower_is_better(metric)
+        for key, value in pairs:
+            ratio, z = stragglers._score(value, spread, lower_better)
+            if ratio is not None and z is not None:
+                yield key, metric, z, ratio, value, spread.median
+
+
+def previous_judge_history(scores, current_run, rule):
+    """stragglers.judge_history before issue 26: below the median in every run, sum(z) / sqrt(N) <= -4.0, mean
+    ratio at least 10 % down."""
+    runs = int(rule["history_runs"])
+    slow, judged = {}, set()
+    for key, per_metric in scores.items():
+        for metric, series in per_metric.items():
+            last = list(series)[-runs:]
+            if len(last) < runs or last[-1][0] != current_run or last[0][0] != current_run - runs + 1:
+                continue
+            judged.add((key, metric))
+            if any(entry[2] >= 1.0 for entry in last):
+                continue
+            combined = sum(entry[1] for entry in last) / math.sqrt(runs)
+            mean_ratio = sum(entry[2] for entry in last) / runs
+            if combined <= -4.0 and mean_ratio <= 1.0 - rule["history_shortfall"]:
+                slow.setdefault(key, []).append({"metric": metric, "value": last[-1][3], "median": last[-1][4],
+                                                 "ratio": mean_ratio, "robust_z": combined, "runs": runs, "basis": "history"})
+    return slow, judged
+
+
+@contextlib.contextmanager
+def rule_of(previous):
+    """The history fold scores and judges with the previous rule (previous=True) or this one."""
+    saved = history_mod.run_scores, history_mod.judge_history
+    if previous:
+        history_mod.run_scores, history_mod.judge_history = previous_run_scores, previous_judge_history
+    try:
+        yield
+    finally:
+        history_mod.run_scores, history_mod.judge_history = saved
+
+
+def cost(hosts, seed, rounds):
+    world = WORLDS["heavy"]
+    fleet = SyntheticFleet(dict((c, hosts // len(CLASSES)) for c in CLASSES), seed=seed, cv=0.05, dof=world["dof"], bias_cv=world["bias_cv"])
+    dummy, slowdowns = plant(fleet, hosts, seed, 3, world["intermittent"])
+    dummy, snapshots = measure(fleet, slowdowns, seed, 3)
+    names = len(fleet.hosts)
+
+    def history_part():
+        fold = history_mod.HistoryFold()
+        for snap in snapshots[:2]:
+            fold.add(snap)
+        fold.score(snapshots[2], 3)
+        fold.history_stragglers(3)
+
+    def whole():
+        report = fleet.report(generated_at="2026-11-03T13:00:00+00:00")
+        started = time.perf_counter()
+        analyse(report, AnalysisOptions(history=list(snapshots[:2])))
+        return time.perf_counter() - started
+
+    times = {(part, previous): [] for part in ("history", "whole") for previous in (True, False)}
+    for number in range(rounds):
+        for previous in ((True, False) if number % 2 == 0 else (False, True)):
+            with rule_of(previous):
+                started = time.perf_counter()
+                history_part()
+                times[("history", previous)].append(time.perf_counter() - started)
+                times[("whole", previous)].append(whole())
+    print("cost at %d hosts (%d figures a run), median of %d interleaved rounds, per host:" % (
+        names, sum(len(r["figures"]) + sum(len(g["figures"]) for g in r["gpus"].values()) for r in snapshots[2]["hosts"].values()), rounds))
+    for part, what in (("history", "history part (score 3 runs, judge)"), ("whole", "whole analysis with history")):
+        before, after = statistics.median(times[(part, True)]), statistics.median(times[(part, False)])
+        print("  %s: previous rule %.1f us, this rule %.1f us, ratio %.3f" % (what, before / names * 1e6, after / names * 1e6, after / before))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=10000)
@@ -114,7 +207,23 @@ def main():
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--runs", type=int, default=1, help="runs measured, the last judged with the history of the others")
+    parser.add_argument("--rule", nargs="+", default=[], metavar="KEY=NUMBER",
+                        help="straggler rule settings over the defaults (stragglers.DEFAULT_RULE): tail_quantile=0")
+    parser.add_argument("--cost", action="store_true", help="time the history rule, previous and this one (heavy world, 3 runs)")
+    parser.add_argument("--rounds", type=int, default=5, help="--cost: interleaved rounds")
     args = parser.parse_args()
+    rule = {}
+    for item in args.rule:
+        key, _sep, number = item.partition("=")
+        if key not in stragglers.DEFAULT_RULE:
+            parser.error("--rule %s: not a straggler rule setting (%s)" % (item, ", ".join(sorted(stragglers.DEFAULT_RULE))))
+        try:
+            rule[key] = float(number)
+        except ValueError:
+            parser.error("--rule %s: %r is not a number" % (item, number))
+    if args.cost:
+        cost(args.hosts, args.first_seed, args.rounds)
+        return
     world = dict(WORLDS[args.world])
     for key in ("cv", "dof", "bias_cv", "intermittent"):
         if getattr(args, key) is not None:
@@ -124,9 +233,9 @@ def main():
           "%.0f %% of the faults absent from one run" % (
               args.hosts, len(CLASSES), args.hosts // 100, args.seeds, seeds[0], seeds[-1], args.runs,
               "Student-t %d d.o.f." % world["dof"] if world["dof"] else "Gaussian", world["bias_cv"] * 100,
-              world["intermittent"] * 100 if args.runs > 1 else 0))
+              world["intermittent"] * 100 if args.runs > 1 else 0) + ("; rule %s" % rule if rule else ""))
     for cv in world["cv"]:
-        results = [trial(args.hosts, cv, seed, args.runs, world["dof"], world["bias_cv"], world["intermittent"]) for seed in seeds]
+        results = [trial(args.hosts, cv, seed, args.runs, world["dof"], world["bias_cv"], world["intermittent"], rule or None) for seed in seeds]
         print("noise CV %.0f %%: %s (targets: recall >= 95 %%, false positives <= %s %%)" % (
             cv * 100, summary(results, args.runs), "0.1" if args.runs > 1 else "0.5"))
 
