@@ -41,6 +41,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._host.ib_counters import counter_max
+from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_name
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, WARN, severity
 
 SECTION_CHECKS = {"ib": "network.ib_counters", "nvlink": "gpu.nvlink_errors", "aer": "system.pcie_aer"}
@@ -318,9 +319,14 @@ def _values(kind: str, subject: Mapping[str, Any]) -> Iterable[tuple[str, str, i
         yield "", name, subject.get("c", {}).get(key, 0), key in unreadable
 
 
+def _gpu_subject(uuid: str, gpu: Mapping[str, Any]) -> str:
+    """A GPU of the NVLink reading (keyed by UUID, its index under "i") as every format names it (_results.gpu_name)."""
+    return gpu_name({"index": gpu.get("i"), "uuid": uuid})
+
+
 def _label(kind: str, name: str, subject: Mapping[str, Any]) -> str:
     if kind == "nvlink":
-        return "GPU %s (%s)" % (subject.get("i"), name)
+        return _gpu_subject(name, subject)
     if kind == "aer":
         what = "GPU %s" % subject["g"] if subject.get("g") is not None else subject.get("nm") or subject.get("k") or "device"
         return "%s (%s)" % (name, what)
@@ -403,7 +409,7 @@ def _flaps(host: str, now: Mapping[str, Any], before: Mapping[str, Any], same_bo
         if went or came:
             change = "; ".join(t for t in ("NVLink %s down" % ", ".join(went) if went else "",
                                            "NVLink %s up again" % ", ".join(came) if came else "") if t)
-            found.append({"host": host, "kind": "nvlink", "subject": "GPU %s (%s)" % (gpu.get("i"), uuid), "change": change})
+            found.append({"host": host, "kind": "nvlink", "subject": _gpu_subject(uuid, gpu), "change": change})
     return found
 
 

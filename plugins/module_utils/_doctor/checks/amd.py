@@ -19,7 +19,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import PARTITION_DEVICES
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
-from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_name, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_ABSENT, READ_FAILED, READ_OK, SKIP, WARN, worst
 
 COMPUTE_PARTITION = _expect.key("amd_compute_partition")
@@ -275,7 +275,7 @@ def _verdict(results: list, pass_message: str, remediation: str, skip_message: s
     top = [r for r in bad if r[0] == status]
     for result_status, detail, phrase in bad:
         detail.update(status=result_status, problem=phrase)
-    named = "; ".join("GPU %s (%s): %s" % (r[1].get("index"), r[1].get("pci_bus_id"), r[2]) for r in top[:3])
+    named = "; ".join("%s: %s" % (gpu_name(r[1]), r[2]) for r in top[:3])
     return finding(status, named + (" (and %d more)" % (len(top) - 3) if len(top) > 3 else ""),
                    {"gpus": [r[1] for r in bad]}, remediation=remediation)
 
@@ -334,9 +334,8 @@ def amdgpu_errors(probes: Probes, expect: Expect) -> Finding:
         return finding(PASS, "no amdgpu hardware fault (%s); %d application page fault line(s) listed%s" % (
             window, faults, ": %s" % ", ".join(processes[:5]) if processes else ""), details)
     top = [(e, a) for e, a in entries if e["status"] == status]
-    named = "; ".join("%s x%d on %s, %s%s" % (e["description"], e["count"], "GPU %s (%s)" % (e["index"], e["pci_bus_id"])
-                                              if e["index"] is not None else "GPU at %s" % (e["pci_bus_id"] or "an unnamed address"),
-                                              e["when"], " (%s)" % e["held"] if e["held"] else "")
+    named = "; ".join("%s x%d on %s, %s%s" % (e["description"], e["count"], gpu_name(e), e["when"],
+                                              " (%s)" % e["held"] if e["held"] else "")
                       for e, _a in top[:3])
     more = " (and %d more)" % (len(top) - 3) if len(top) > 3 else ""
     actions = list(OrderedDict.fromkeys(a for _e, a in top if a))

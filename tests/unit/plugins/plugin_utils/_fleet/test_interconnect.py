@@ -241,7 +241,7 @@ def test_nvlink_replay_and_crc_errors_and_a_driver_reload(tmp_path):
     report = run(T0 + HOUR, "2026-11-22T11:00:00+00:00", ic.nvlink_text({(1, "Replay Errors"): 2, (17, "CRC Errors"): 40}))
     nv = sorted((r["subject"], r["counter"], r["delta"], r["status"]) for r in section(report)["rates"] if r["kind"] == "nvlink")
     uuid = smi["gpus"][0]["uuid"]
-    assert nv == [("GPU 0 (%s) NVLink 1" % uuid, "replay_recovery", 2, FAIL), ("GPU 0 (%s) NVLink 17" % uuid, "crc", 40, WARN)]
+    assert nv == [("GPU 0 %s NVLink 1" % uuid, "replay_recovery", 2, FAIL), ("GPU 0 %s NVLink 17" % uuid, "crc", 40, WARN)]
     # 400,000 more CRC errors within 10 s: 40,000 per second, over DCGM's 100 per second.
     report = run(T0 + HOUR + 10, "2026-11-22T11:00:10+00:00", ic.nvlink_text({(1, "Replay Errors"): 2, (17, "CRC Errors"): 400040}))
     (row,) = [r for r in section(report)["rates"] if r["kind"] == "nvlink"]
@@ -250,6 +250,30 @@ def test_nvlink_replay_and_crc_errors_and_a_driver_reload(tmp_path):
     report = run(T0 + 2 * HOUR, "2026-11-22T12:00:00+00:00", ic.nvlink_text({(1, "Replay Errors"): 3}), driver="570.86.15")
     assert [r for r in section(report)["rates"] if r["kind"] == "nvlink"] == []
     assert [r["reason"] for r in section(report)["resets"] if r["kind"] == "nvlink"] == ["NVIDIA driver 535.54.03 -> 570.86.15"]
+
+
+def test_a_gpu_whose_index_is_unknown_is_named_by_its_uuid_never_gpu_none(tmp_path):
+    # The recorded `nvidia-smi nvlink -e` with its GPU's index unknown (a reader that gave none): the rate rows name the
+    # GPU through _results.gpu_name, as every format does; it printed "GPU None (GPU-...)".
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvlink_errors import parse_nvlink_errors
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines
+    fleet = Fleet(tmp_path)
+    host = fleet.names[0]
+    base = fleet_factory.recorded_smi("a100-sxm4-v12.xml")
+    smi = dict(base, gpus=[dict(base["gpus"][0], **dict(fleet.fleet.hosts[host]["doctor"]["environment"]["gpus"][0], index=None))])
+    uuid = smi["gpus"][0]["uuid"]
+
+    def run(when, stamp, text):
+        gpus = parse_nvlink_errors(text, BadLines())
+        for gpu in gpus:
+            gpu.update(uuid=uuid, name=smi["gpus"][0]["name"], index=None)
+        data = {"source": "nvidia-smi", "read_at": when, "gpus": gpus, "bad_lines": {"count": 0, "sample": []}}
+        return fleet.run(when, stamp, extra={host: [ic.judge("gpu.nvlink_errors", nvidia_smi=ic.ok(smi), nvlink_errors=ic.ok(data))]})
+
+    run(T0, "2026-11-22T10:00:00+00:00", ic.nvlink_text())
+    report = run(T0 + HOUR, "2026-11-22T11:00:00+00:00", ic.nvlink_text({(1, "Replay Errors"): 2}))
+    subjects = [r["subject"] for r in section(report)["rates"] if r["kind"] == "nvlink"]
+    assert subjects == ["GPU %s NVLink 1" % uuid]
 
 
 def test_an_nvlink_link_that_went_down_or_came_back_is_a_flap(tmp_path):
@@ -270,7 +294,7 @@ def test_an_nvlink_link_that_went_down_or_came_back_is_a_flap(tmp_path):
 
     run(T0, "2026-11-22T10:00:00+00:00", status)
     report = run(T0 + HOUR, "2026-11-22T11:00:00+00:00", status.replace("Link 3: 25 GB/s", "Link 3: <inactive>"))
-    subject = "GPU 0 (%s)" % smi["gpus"][0]["uuid"]
+    subject = "GPU 0 %s" % smi["gpus"][0]["uuid"]
     assert [(f["kind"], f["subject"], f["change"]) for f in section(report)["flaps"]] == [("nvlink", subject, "NVLink 3 down")]
     report = run(T0 + 2 * HOUR, "2026-11-22T12:00:00+00:00", status)
     assert [f["change"] for f in section(report)["flaps"]] == ["NVLink 3 up again"]

@@ -303,3 +303,17 @@ def test_a_metric_matched_to_no_gpu_makes_ecc_an_error_never_a_pass():
     record = judge("gpu.ecc_errors", amd(inventory))
     assert record["status"] == "ERROR" and "ecc.volatile unreadable ('not in amd-smi metric" in record["message"]
     assert "3 uncorrectable ECC errors" in " ".join(judge("driver.amd_smi", amd(inventory))["details"]["problems"])
+
+
+def test_a_gpu_whose_index_is_unknown_is_named_by_its_address_never_gpu_none():
+    # A record with an address but no index (amd-smi's "gpu" field missing), then one with neither: the message names
+    # each by what is known (_results.gpu_name); it printed "GPU None (0000:0b:00.0)" and "GPU None (None)".
+    doc = rx6600_metric()
+    doc[0]["xgmi_err"] = 3
+    data = amd_smi_data(metric_text(doc))
+    gpu = next(g for g in data["gpus"] if (g.get("xgmi") or {}).get("error_count"))
+    gpu.update(index=None, pci_bus_id="0000:0b:00.0")
+    record = judge("gpu.xgmi", data)
+    assert record["status"] == "FAIL" and record["message"] == "GPU at 0000:0b:00.0: XGMI error count 3"
+    gpu.update(pci_bus_id=None)
+    assert judge("gpu.xgmi", data)["message"] == "GPU (not named): XGMI error count 3"
