@@ -16,6 +16,10 @@ description:
     V(FAILURE), one killed at its deadline V(TIMEOUT), one asking for more GPUs than the host has V(SKIPPED);
     the next model still runs. Each run happens in a fresh directory under a temporary workspace that is removed
     afterwards.
+  - "An idle guard runs before the first model: while a GPU compute process runs (C(nvidia-smi --query-compute-apps);
+    on AMD the processes under C(/sys/class/kfd/kfd/proc)) or a SLURM job holds the node (C(squeue -w), the job the
+    module runs in excluded), or when that cannot be read, no model runs - every one is V(SKIPPED) with the reason
+    naming the job or process (see O(force), O(slurm_node)); RV(idle) has what was read."
   - While the models run, a sampler records CPU utilisation and host memory, and NVIDIA GPU utilisation, power,
     temperature, clocks and throttle reasons (NVML or one long-lived C(nvidia-smi)); each row carries the summary
     of its own run.
@@ -111,6 +115,17 @@ options:
     description: Seconds between two telemetry samples.
     type: float
     default: 1.0
+  slurm_node:
+    description:
+      - The node's SLURM name, for the idle guard's C(squeue -w). Defaults to E(SLURMD_NODENAME), else the short host
+        name. A node C(squeue) does not know cannot be confirmed idle, and no model runs.
+    type: str
+  force:
+    description:
+      - Run the models even on a node the idle guard finds busy (or cannot read); RV(idle.forced) then says what
+        occupied it and the task warns. It loads a user's job; use it on a node you own.
+    type: bool
+    default: false
   run_log:
     description:
       - A file the run appends JSON lines to as it goes (C(run_start), C(workload_start), C(workload_end),
@@ -132,6 +147,12 @@ EXAMPLES = r"""
     mode: run
     tags: [smoke]
   register: smoke
+
+- name: On a SLURM node whose SLURM name is not its host name; a busy node runs nothing (every model SKIPPED)
+  continuum.hydra.workload:
+    mode: run
+    tags: [smoke]
+    slurm_node: gpu-a01
 
 - name: What a madengine catalogue would run for two tags, with a parameter
   continuum.hydra.workload:
@@ -225,6 +246,20 @@ gpu_vendor:
   returned: in run mode, outside check mode
   type: str
   sample: null
+idle:
+  description:
+    - The idle guard read before the first model - C(node) (the SLURM name asked), C(gpu_processes) (C(pid), C(gpu),
+      C(used_memory_mib), C(source)), C(slurm) (C(node), C(jobs) with C(id), C(name), C(user), C(state), C(own_job);
+      null on a host that is not a SLURM node), C(unconfirmed) (what could not be read), C(occupants) (one phrase each),
+      C(force), C(refused) (why no model ran, null when they ran) and C(forced) (what O(force) overrode, or null).
+    - Null when nothing was selected.
+  returned: in run mode, outside check mode
+  type: dict
+  sample: {"node": "gpu-a01", "gpu_processes": [], "unconfirmed": [], "force": false, "forced": null,
+           "slurm": {"node": "gpu-a01", "own_job": null,
+                     "jobs": [{"id": "4182", "name": "train", "user": "alice", "state": "RUNNING"}]},
+           "occupants": ["SLURM job 4182 (train, user alice, running)"],
+           "refused": "node busy (SLURM job 4182 (train, user alice, running)); force: true loads it anyway"}
 run_log:
   description: The O(run_log) path, or null.
   returned: in run mode, outside check mode
@@ -253,6 +288,8 @@ def main() -> None:
             log_lines=dict(type="int", default=50),
             sample_interval=dict(type="float", default=1.0),
             run_log=dict(type="path"),
+            slurm_node=dict(type="str"),
+            force=dict(type="bool", default=False),
         ),
         mutually_exclusive=[["catalogue", "catalogue_files"]],
         supports_check_mode=True,
@@ -263,10 +300,12 @@ def main() -> None:
             mode=params["mode"], tags=params["tags"], catalogue=params["catalogue"], catalogue_files=params["catalogue_files"],
             runtime=params["runtime"], timeout=params["timeout"], gpu_vendor=params["gpu_vendor"], gpus=params["gpus"],
             extra_env=params["extra_env"], log_lines=params["log_lines"], sample_interval_s=params["sample_interval"],
-            run_log=params["run_log"], check_mode=module.check_mode,
+            run_log=params["run_log"], check_mode=module.check_mode, slurm_node=params["slurm_node"], force=params["force"],
         )
     except (CatalogueError, WorkloadError) as exc:
         module.fail_json(msg=str(exc))
+    if (result.get("idle") or {}).get("forced"):
+        module.warn("force: the models ran although %s" % result["idle"]["forced"])
     if module.check_mode:
         result["mode"] = "discover"
     module.exit_json(changed=False, **result)

@@ -7,8 +7,6 @@ local-connection inventory hosts with a fake nvidia-smi replaying a real recordi
 
 import json
 import os
-import subprocess
-import time
 
 import pytest
 
@@ -24,7 +22,15 @@ from ansible_collections.continuum.hydra.tests.support.fleet import (
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO, fixture_path
 from ansible_collections.continuum.hydra.tests.support.hostile_fleet import schema_validator
 from ansible_collections.continuum.hydra.tests.support.role_run import run_role
-from ansible_collections.continuum.hydra.tests.support.slurm_cluster import node_states, running_cluster, scontrol, set_nodes
+from ansible_collections.continuum.hydra.tests.support.slurm_cluster import (
+    node_states,
+    occupy,
+    release,
+    running_cluster,
+    scontrol,
+    set_nodes,
+    slurm,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -36,31 +42,6 @@ DCGM_HEALTHY = fixture_path("dcgm-diag", "virtualclient", "t4-dcgm31-r2-healthy.
 def cluster(tmp_path_factory):
     with running_cluster(str(tmp_path_factory.mktemp("slurm")), len(NODES)) as conf:
         yield conf
-
-
-def slurm(conf, *argv):
-    proc = subprocess.run(list(argv), env=dict(os.environ, SLURM_CONF=conf), capture_output=True, text=True, timeout=30,
-                          check=False)
-    assert proc.returncode == 0, "%s: %s" % (" ".join(argv), proc.stderr)
-    return proc.stdout.strip()
-
-
-def occupy(conf, node, seconds=600):
-    """A user's job on the node, running (not pending) when this returns; its job id."""
-    job = slurm(conf, "sbatch", "--parsable", "-w", node, "-J", "user-train", "-o", "/dev/null", "--wrap", "sleep %d" % seconds)
-    for _ in range(150):
-        if slurm(conf, "squeue", "-h", "-j", job, "-o", "%T") == "RUNNING":
-            return job
-        time.sleep(0.2)
-    raise AssertionError("job %s on %s did not start" % (job, node))
-
-
-def release(conf, job):
-    subprocess.run(["scancel", job], env=dict(os.environ, SLURM_CONF=conf), timeout=30, check=False)
-    for _ in range(150):
-        if not slurm(conf, "squeue", "-h", "-j", job, "-o", "%T"):
-            return
-        time.sleep(0.2)
 
 
 def node_host(root, host, conf, faults=(), **extra):

@@ -59,6 +59,12 @@ def own_gpus(xml, host):
     return re.sub(r"<serial>(\d+)</serial>", lambda m: "<serial>%s</serial>" % host_serial(m.group(1), host), xml)
 
 
+# `nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,nounits` while a training process
+# holds a GPU (its documented CSV layout, as tests/unit/.../gpus/test_compute_apps.py reads it): a busy node.
+BUSY_COMPUTE_APPS = "41234, GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e, 30512\n"
+BUSY_PROCESS = "GPU process 41234 on GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e"  # how _host/idle.py occupants() names it
+
+
 def write_host_bin(root, host, xml=None, kernel_log="", hang=False, compute_apps=""):
     """The host's fake tools (the recording's GPUs given this host's own UUIDs and serials); returns the directory.
 

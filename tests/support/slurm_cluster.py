@@ -11,6 +11,7 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 
 import pytest
 
@@ -91,3 +92,30 @@ def set_nodes(conf, nodes, drains):
     for node, reason in drains.items():
         scontrol(conf, "update", "nodename=%s" % node, "state=drain", "reason=%s" % reason)
     assert dict((n, s[0]) for n, s in node_states(conf).items()) == dict((n, n in drains) for n in nodes)
+
+
+def slurm(conf, *argv):
+    """A SLURM command against the cluster of ``conf``; its stdout, stripped (it must succeed)."""
+    proc = subprocess.run(list(argv), env=dict(os.environ, SLURM_CONF=conf), capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert proc.returncode == 0, "%s: %s" % (" ".join(argv), proc.stderr)
+    return proc.stdout.strip()
+
+
+def occupy(conf, node, seconds=600):
+    """A user's job on the node (a real `sleep` under slurmd), running (not pending) when this returns; its job id."""
+    job = slurm(conf, "sbatch", "--parsable", "-w", node, "-J", "user-train", "-o", "/dev/null", "--wrap", "sleep %d" % seconds)
+    for _ in range(150):
+        if slurm(conf, "squeue", "-h", "-j", job, "-o", "%T") == "RUNNING":
+            return job
+        time.sleep(0.2)
+    raise AssertionError("job %s on %s did not start" % (job, node))
+
+
+def release(conf, job):
+    """Cancel the job and wait until squeue no longer lists it."""
+    subprocess.run(["scancel", job], env=dict(os.environ, SLURM_CONF=conf), timeout=30, check=False)
+    for _ in range(150):
+        if not slurm(conf, "squeue", "-h", "-j", job, "-o", "%T"):
+            return
+        time.sleep(0.2)

@@ -27,6 +27,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command, files
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import compute_apps
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._host.slurm import node_jobs_args, parse_node_jobs
 
 KFD_PROC_DIR = "/sys/class/kfd/kfd/proc"
@@ -37,6 +38,8 @@ SLURM_JOB_ENV = "SLURM_JOB_ID"
 NO_CLUSTER = "Could not establish a configuration source"
 
 Reading = dict[str, Any]  # read_idle(): {gpu_processes, slurm, unconfirmed}
+DEFAULT_TIMEOUT_S = 30.0  # each of guard()'s reads (nvidia-smi, the KFD tree, squeue), for callers without their own
+FORCE_HINT = "force: true loads it anyway"
 
 
 def node_name(given: Optional[str], environ: Optional[Mapping[str, str]] = None) -> str:
@@ -114,3 +117,42 @@ def occupants(reading: Reading) -> list[str]:
     out += ["GPU process %d%s" % (proc["pid"], " on %s" % proc["gpu"] if proc.get("gpu") else "")
             for proc in reading.get("gpu_processes") or []]
     return out
+
+
+def refusal(reading: Reading) -> Optional[str]:
+    """Why the node must not be loaded, one line: what occupies it, else what could not be read; None when idle."""
+    busy = occupants(reading)
+    if busy:
+        return "node busy (%s)" % "; ".join(busy)
+    unconfirmed = reading.get("unconfirmed") or []
+    if unconfirmed:
+        return "cannot confirm the node is idle: %s" % "; ".join(str(text) for text in unconfirmed)
+    return None
+
+
+def guard(node: Optional[str] = None, force: bool = False, nvidia_smi_path: Optional[str] = None,
+          timeout: float = DEFAULT_TIMEOUT_S, squeue_path: Optional[str] = None, kfd_dir: str = KFD_PROC_DIR,
+          environ: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+    """The idle guard of what loads a node outside doctor (workloads, the fabric test; doctor's is its node_idle
+    probe): read_idle() on this node now, and whether it may be loaded.
+
+    {node, gpu_processes, slurm, unconfirmed, occupants, force, refused, forced}: ``refused`` is None when the node may
+    be loaded, else the one line why not (refusal() and FORCE_HINT); with ``force`` it is None and ``forced`` holds what
+    would have refused it (None when nothing would). ``nvidia_smi_path``: find_nvidia_smi()'s override (None: PATH; a
+    host without nvidia-smi has no NVIDIA compute process). ``node``: the node's SLURM name (node_name()).
+    """
+    unconfirmed: list[str] = []
+    binary: Optional[str] = None
+    try:
+        binary = find_nvidia_smi(nvidia_smi_path)
+    except ProbeAbsent:
+        binary = None
+    except ProbeError as exc:
+        unconfirmed.append("nvidia-smi --query-compute-apps: %s" % exc)
+    name = node_name(node, environ)
+    reading = read_idle(binary, timeout, name, squeue_path=squeue_path, kfd_dir=kfd_dir, environ=environ)
+    reading["unconfirmed"] = unconfirmed + reading["unconfirmed"]
+    why = refusal(reading)
+    return dict(reading, node=name, occupants=occupants(reading), force=bool(force),
+                refused=None if force or why is None else "%s; %s" % (why, FORCE_HINT),
+                forced=why if force else None)

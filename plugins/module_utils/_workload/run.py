@@ -11,6 +11,10 @@ and the script runs there (``.sh``/``.slurm`` with bash, ``.py`` with Python, an
 error pattern in the log is FAILURE, the deadline is TIMEOUT (madengine says FAILURE), a model asking for more
 GPUs than the host has is SKIPPED. The workspace is a temporary directory, removed afterwards.
 
+Nothing runs on a busy node: before the first model, the idle guard (_host/idle.py guard()) reads the node's GPU
+compute processes and the SLURM jobs holding it; while something does (or it cannot be read), every selected model is
+SKIPPED naming it, unless ``force``.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -33,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import open_log
-from ansible_collections.continuum.hydra.plugins.module_utils._host import telemetry
+from ansible_collections.continuum.hydra.plugins.module_utils._host import idle, telemetry
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, find_binary, run, run_to_file
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._workload import phases as phases_helper
@@ -221,14 +225,18 @@ ENGINE_CHECK_TIMEOUT_S = 10.0  # `<engine> info`
 CONTAINER_RM_TIMEOUT_S = 60  # removing a container killed at its model's deadline
 # What a model's run may take besides its own limit: asking each engine whether it answers, and that removal.
 PER_MODEL_SLACK_S = len(ENGINES) * ENGINE_CHECK_TIMEOUT_S + CONTAINER_RM_TIMEOUT_S
+# The idle guard before the first model: nvidia-smi, the KFD tree and squeue, each within its own deadline.
+IDLE_GUARD_S = 3 * idle.DEFAULT_TIMEOUT_S
 
 
 def deadline_s(limits: Sequence[Optional[float]]) -> Optional[float]:
     """The most a run of models with these limits takes (``mode: discover``'s ``timeout`` per model, in seconds):
-    each model's limit plus PER_MODEL_SLACK_S. None when a model has no limit (timeout 0): the run has none either."""
+    the idle guard, then each model's limit plus PER_MODEL_SLACK_S. None when a model has no limit (timeout 0): the
+    run has none either."""
     if any(limit is None for limit in limits):
         return None
-    return float(sum(float(limit) + PER_MODEL_SLACK_S for limit in limits if limit is not None))
+    guard = IDLE_GUARD_S if limits else 0.0
+    return guard + float(sum(float(limit) + PER_MODEL_SLACK_S for limit in limits if limit is not None))
 
 
 def engine_answers(engine: str, timeout: float = ENGINE_CHECK_TIMEOUT_S) -> bool:
@@ -609,6 +617,19 @@ class MemorySampler:
 # The module's one call
 
 
+def not_run(selected: Sequence[dict[str, Any]], reason: str, log: RunLog, sample_interval_s: float) -> dict[str, Any]:
+    """run_all()'s outcome when the idle guard holds the node: every model SKIPPED with ``reason``, nothing sampled."""
+    rows = [_row(model["name"], str(model.get("args", "")), SKIPPED, reason=reason) for model in selected]
+    log.event("run_start", models=[model["name"] for model in selected], not_run=reason)
+    for row in rows:
+        log.event("workload_end", name=row["name"], status=row["status"], performance=None, metric=None, duration_s=None,
+                  reason=reason)
+    log.event("run_end", statuses={status: len(rows) if status == SKIPPED else 0 for status in RUN_STATUSES})
+    sampler = telemetry.Sampler(sample_interval_s)
+    sampler.notes.append("nothing sampled: %s" % reason)
+    return {"workloads": rows, "sampler": sampler.describe(), "workspace_removed": True}
+
+
 def write_catalogue_files(files: Mapping[str, Any], directory: str) -> None:
     """Materialise a catalogue given as {relative path: text} (the built-in one, from the action plugin)."""
     for relpath, text in sorted(files.items()):
@@ -638,8 +659,13 @@ def validate(timeout: int, log_lines: int, gpus: Optional[int], sample_interval_
 def execute(mode: str, tags: Sequence[Any], catalogue: Optional[str] = None, catalogue_files: Optional[Mapping[str, Any]] = None,
             runtime: str = "host", timeout: int = -1, gpu_vendor: str = "auto", gpus: Optional[int] = None,
             extra_env: Optional[Mapping[str, Any]] = None, log_lines: int = 50, sample_interval_s: float = 1.0,
-            run_log: Optional[str] = None, check_mode: bool = False) -> dict[str, Any]:
-    """Discover (list the selection) or run it; WorkloadError/CatalogueError name a bad input in one line."""
+            run_log: Optional[str] = None, check_mode: bool = False, slurm_node: Optional[str] = None,
+            force: bool = False) -> dict[str, Any]:
+    """Discover (list the selection) or run it; WorkloadError/CatalogueError name a bad input in one line.
+
+    A run reads the idle guard first (``slurm_node``: the node's SLURM name; ``force``: run on a busy node anyway):
+    on a busy node every selected model is SKIPPED with the guard's reason, and the result's ``idle`` says what held it.
+    """
     env = {str(key): str(value) for key, value in (extra_env or {}).items()}
     validate(timeout, log_lines, gpus, sample_interval_s, env)
     if catalogue and catalogue_files:
@@ -663,17 +689,21 @@ def execute(mode: str, tags: Sequence[Any], catalogue: Optional[str] = None, cat
         if mode == "discover" or check_mode:
             result["workloads"] = [describe(model, timeout) for model in selected]
             return result
+        guard = idle.guard(slurm_node, force) if selected else None
         log = RunLog(run_log)
         try:
             runner = Runner(root, runtime=runtime, timeout=timeout, gpu_vendor=gpu_vendor, gpus=gpus, extra_env=env,  # type: ignore[arg-type]
                             log_lines=log_lines, sample_interval_s=sample_interval_s, run_log=log)
-            outcome = runner.run_all(selected)
+            if guard is not None and guard["refused"]:
+                outcome = not_run(selected, "not run: %s" % guard["refused"], log, sample_interval_s)
+            else:
+                outcome = runner.run_all(selected)
         finally:
             log.close()
         rows = outcome["workloads"]
         result.update(
             workloads=rows, sampler=outcome["sampler"], run_log=run_log, gpus=runner.gpus, gpu_vendor=runner.vendor,
-            summary={status: sum(1 for row in rows if row["status"] == status) for status in RUN_STATUSES})
+            summary={status: sum(1 for row in rows if row["status"] == status) for status in RUN_STATUSES}, idle=guard)
         return result
     finally:
         if scratch:

@@ -62,7 +62,7 @@ def test_profile_sums_the_timeouts_of_its_steps():
 
 def test_workload_is_the_selections_limits_and_none_when_one_has_none():
     plan = [{"name": "a", "timeout": 60}, {"name": "b", "timeout": 7200}]
-    assert task_timeout(plan, "workload") == 60 + 7200 + 2 * workload_run.PER_MODEL_SLACK_S + MARGIN
+    assert task_timeout(plan, "workload") == workload_run.IDLE_GUARD_S + 60 + 7200 + 2 * workload_run.PER_MODEL_SLACK_S + MARGIN
     assert task_timeout([], "workload") == MARGIN  # discover itself: no model runs
     assert task_timeout(plan + [{"name": "c", "timeout": None}], "workload") == 0  # timeout 0: no limit, no task timeout
     with pytest.raises(AnsibleFilterError, match="workload needs the 'workloads' list of a mode=discover run"):

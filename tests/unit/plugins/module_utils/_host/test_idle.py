@@ -80,3 +80,29 @@ def test_the_node_name_is_the_given_one_else_slurmd_nodename_else_the_short_host
     assert idle.node_name("gpu-a01", {"SLURMD_NODENAME": "x"}) == "gpu-a01"
     assert idle.node_name(None, {"SLURMD_NODENAME": "node7"}) == "node7"
     assert idle.node_name(None, {}) and "." not in idle.node_name(None, {})
+
+
+def test_the_guard_refuses_a_busy_node_naming_what_holds_it_and_force_loads_it_saying_what_it_overrode(tmp_path):
+    smi = _script(tmp_path, "nvidia-smi", "echo '41234, GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e, 30512'\n")
+    squeue = _squeue(tmp_path, "squeue-22.05-node2-running.txt")
+    common = dict(nvidia_smi_path=smi, squeue_path=squeue, kfd_dir=str(tmp_path / "no-kfd"), environ={})
+    held = idle.guard("node2", **common)
+    assert held["node"] == "node2" and held["forced"] is None
+    assert held["refused"] == ("node busy (SLURM job 4 (train|llama 70b, user root, running); GPU process 41234 on "
+                               "GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e); force: true loads it anyway")
+    forced = idle.guard("node2", force=True, **common)
+    assert forced["refused"] is None and forced["forced"].startswith("node busy (SLURM job 4 ")
+    idle_dir = tmp_path / "idle"
+    idle_dir.mkdir()
+    free = idle.guard("node2", nvidia_smi_path=_script(idle_dir, "nvidia-smi", "exit 0\n"), squeue_path=_squeue(idle_dir),
+                      kfd_dir=str(tmp_path / "no-kfd"), environ={})
+    assert (free["occupants"], free["unconfirmed"], free["refused"], free["forced"]) == ([], [], None, None)
+
+
+def test_the_guard_never_takes_what_it_could_not_read_for_idle(tmp_path):
+    unknown = _squeue(tmp_path, stderr_fixture="squeue-22.05-invalid-node.stderr", rc=1)
+    missing = str(tmp_path / "no-such-nvidia-smi")
+    held = idle.guard("node2", nvidia_smi_path=missing, squeue_path=unknown, kfd_dir=str(tmp_path / "no-kfd"), environ={})
+    assert held["occupants"] == [] and len(held["unconfirmed"]) == 2
+    assert held["refused"].startswith("cannot confirm the node is idle: nvidia-smi --query-compute-apps: nvidia_smi_path ")
+    assert "Invalid node name node9" in held["refused"] and held["refused"].endswith("; force: true loads it anyway")
