@@ -1,140 +1,383 @@
-"""Cost per host of the whole controller side at 1,000 vs 10,000 synthetic hosts, in one script.
+"""Cost and memory per host of the fleet_report callback's end of a play at 1,000 vs 100,000 synthetic hosts.
 
-Each host has a realistic doctor result (the whole check catalogue, a mix of statuses, per-GPU details,
-the environment of a recorded nvidia-smi) and a profile summary, in 4 hardware classes. The timed work
-is what the callback does at the end of a play: add every host, build the report, analyse it (classes,
-drift, stragglers, bottleneck, batch plan, history folded from 3 earlier snapshots read from disk), render
-and write every format (JSON + timestamped copy, Markdown, HTML, JUnit, Prometheus), write the history
-snapshot and render the terminal summary, with the cyclic garbage collector paused as the callback does
-(--with-gc measures without the pause). Rounds alternate the two sizes; the figure is the median
-per-host time at 10k over the median per-host time at 1k. Memory is the tracemalloc peak of one run
-beyond its inputs, per host.
+Each host has a whole doctor result as a real GPU host of its class returns it: doctor's own run() at its default
+level over recorded probe data (tests/support/whole_host.py: per-GPU clocks, power, ECC and PCIe counters, NVLink,
+InfiniBand and AER counters, the placement score...), ~5 % of its checks planted FAIL or WARN, and a profile
+summary, in 4 hardware classes. The timed work is the callback's own v2_playbook_on_stats on a collector holding
+every host (continuum.hydra.fleet_report, its cyclic-GC pause included; --with-gc measures without it): build the
+report, analyse it (classes, drift, stragglers, error counters, interconnect, placement, bottleneck, batch plan,
+history folded from 3 earlier snapshots read from disk), write the history snapshot, fold the findings store (the
+findings of an earlier run already in it), write the evidence files, every format (JSON + its timestamped copy,
+Markdown, HTML, JUnit, Prometheus) and the batch plan, and render the terminal summary. Every timed run starts from
+the same files, so every run writes the same report.
 
-    PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py [--rounds 3] [--sizes 1000 10000]
-Targets (issue 5): per-host cost at 10k <= 1.2 x at 1k; memory <= 20 KB per host.
+Rounds alternate the two sizes; the figure is the median per-host time at the large size over the median at the
+small one. Memory is the tracemalloc peak of one run beyond its inputs (the host results the collector holds),
+per host. The report digest (SHA-256 of each written format, the work directory's path replaced) is the same for
+a seed whatever the code's memory layout: compare it before and after a change.
+
+    PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py [--rounds 3] [--sizes 1000 100000]
+    PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py --profile 10000   # where the memory goes
+
+Targets (issue 30): per-host cost at the large size <= 1.1 x at the small; memory <= 12 KB per host beyond the
+inputs at each size. The last lines say PASS or FAIL for each; the exit status is 1 when one FAILs.
+About 165 KB of inputs per host: a 100,000-host run needs ~17 GB of memory and ~14 GB of disk (check `free -g`).
 """
 
 import argparse
 import datetime
+import gc
+import hashlib
+import linecache
 import os
-import random
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
+import types
 
-from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.callback import fleet_report
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal
-from ansible_collections.continuum.hydra.tests.support.fleet_factory import SyntheticFleet, random_checks
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import analysis, findings, history
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats
+from ansible_collections.continuum.hydra.tests.support.whole_host import whole_fleet
 
-SHARES = {"a100x8": 0.4, "a10gx4": 0.3, "t4x1": 0.2, "ada4000x2": 0.1}
 EARLIER_RUNS = 3
+NOW = datetime.datetime(2026, 11, 26, 13, 0, 0, tzinfo=datetime.timezone.utc)
+MAX_RATIO = 1.1
+MAX_KB_PER_HOST = 12.0
 
 
-def build(n, seed):
-    sizes = dict((name, int(round(n * share))) for name, share in SHARES.items())
-    fleet = SyntheticFleet(sizes, seed=seed, cv=0.02)
-    rng = random.Random(seed)
-    for record in fleet.hosts.values():
-        record["doctor"]["checks"] = random_checks(rng, record["doctor"]["environment"])
-    for host in rng.sample(sorted(fleet.hosts), max(1, n // 100)):
-        fleet.slow_host(host, rng.uniform(0.7, 0.85), "triad_gbps")
-    return fleet
+class Lines:
+    """Where the callback's display goes: the lines it printed (the terminal summary, warnings)."""
+
+    def __init__(self):
+        self.lines = []
+
+    def display(self, msg, color=None, **_kwargs):
+        self.lines.append(msg)
+
+    def warning(self, msg, **_kwargs):
+        self.lines.append("[WARNING]: " + msg)
 
 
-def run(fleet, work_dir):
-    """What the callback's v2_playbook_on_stats does, with the cyclic collector paused as it does."""
-    with cyclic_gc_paused():
-        return _run(fleet, work_dir)
-
-
-def _run(fleet, work_dir):
+def settings(work_dir, n):
     report_dir = os.path.join(work_dir, "reports")
-    history_dir = os.path.join(work_dir, "history")
-    start = time.perf_counter()
-    collector = FleetCollector()
-    for name, record in fleet.hosts.items():
-        collector.add_doctor(name, record["doctor"])
-        collector.add_profile(name, record["profile"])
-    now = datetime.datetime.now(datetime.timezone.utc)
-    report = collector.build(now.isoformat(timespec="seconds"), "doctor.yml")
-    problems = []
-    options = AnalysisOptions(history=history.read_snapshots(history_dir, EARLIER_RUNS, problems), problems=problems,
-                              batch={"global_batch_size": 4 * len(fleet.hosts), "memory_per_sample_mib": 500})
-    analyse(report, options)
-    history.write_snapshot(history_dir, options.current_snapshot, now, EARLIER_RUNS + 1)
-    options.current_snapshot = None
-    for _unused, filename, render in formats.FORMATS:
-        write_atomic(os.path.join(report_dir, filename), render(report))
-    terminal.render(report)
-    return (time.perf_counter() - start) / len(fleet.hosts), report
+    return {"report_dir": report_dir, "formats": list(formats.FORMAT_NAMES), "history_keep": EARLIER_RUNS + 1,
+            "state_lock_timeout": 60.0, "straggler_history_runs": 3, "history_dir": os.path.join(report_dir, "history"),
+            "class_groups": [], "expected": None, "placement_threshold": 60.0,
+            "batch": {"global_batch_size": 4 * n, "memory_per_sample_mib": 500, "metric": "bf16_tflops"}}
+
+
+def callback(fleet, work_dir):
+    """The fleet_report callback as a play leaves it before its stats: every host's doctor and profile taken."""
+    module = fleet_report.CallbackModule()
+    module._display = Lines()
+    module._settings = settings(work_dir, len(fleet.hosts))
+    module._playbook = "doctor.yml"
+    module._ran_hydra_task = True
+    for name in sorted(fleet.hosts):
+        record = fleet.hosts[name]
+        module._collector.add_doctor(name, record["doctor"])
+        module._collector.add_profile(name, record["profile"])
+    return module
+
+
+class FixedClock(datetime.datetime):
+    """The callback's clock, fixed: every run writes the same report (the digest compares them)."""
+
+    @classmethod
+    def now(cls, tz=None):
+        return NOW if tz is not None else NOW.replace(tzinfo=None)
+
+
+def end_of_play(module):
+    """v2_playbook_on_stats at NOW; (seconds, the lines it printed)."""
+    real = fleet_report.datetime
+    fleet_report.datetime = types.SimpleNamespace(datetime=FixedClock, timezone=datetime.timezone, timedelta=datetime.timedelta)
+    try:
+        start = time.perf_counter()
+        module.v2_playbook_on_stats(None)
+        return time.perf_counter() - start, module._display.lines
+    finally:
+        fleet_report.datetime = real
 
 
 def prepare(fleet, work_dir):
-    """Earlier runs' snapshots on disk, so every timed run folds the same history."""
-    dummy, report = run(fleet, work_dir)
-    snap = history.snapshot(report)
-    shutil.rmtree(os.path.join(work_dir, "history"))
+    """Earlier runs on disk, so every timed run starts from the same files: 3 history snapshots and the findings
+    store of an earlier run of this fleet (kept aside, put back before each run)."""
+    module = callback(fleet, work_dir)
+    end_of_play(module)
+    directory = module._settings["history_dir"]
+    (name,) = history.snapshot_files(directory)
+    snap = history.read_snapshots(directory, 1, [])
+    snap = list(snap)[0]
+    os.unlink(os.path.join(directory, name))
     base = datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc)
     for n in range(EARLIER_RUNS):
-        history.write_snapshot(os.path.join(work_dir, "history"), snap, base + datetime.timedelta(days=n), EARLIER_RUNS)
+        history.write_snapshot(directory, snap, base + datetime.timedelta(days=n), EARLIER_RUNS)
+    store = findings.store_path(directory)
+    shutil.copyfile(store, store + ".earlier")
+    reset(work_dir)
 
 
-def reset_history(work_dir):
-    """Keep the earlier snapshots only (the last run added one and pruned the oldest)."""
-    directory = os.path.join(work_dir, "history")
-    names = history.snapshot_files(directory)
-    for name in names[EARLIER_RUNS:]:
+def reset(work_dir):
+    """The files as prepare() left them: the earlier snapshots, the earlier findings store, no reports."""
+    report_dir = os.path.join(work_dir, "reports")
+    directory = os.path.join(report_dir, "history")
+    for name in history.snapshot_files(directory)[EARLIER_RUNS:]:
         os.unlink(os.path.join(directory, name))
+    store = findings.store_path(directory)
+    shutil.copyfile(store + ".earlier", store)
+    for name in os.listdir(report_dir):
+        path = os.path.join(report_dir, name)
+        if name != "history":
+            shutil.rmtree(path) if os.path.isdir(path) else os.unlink(path)
+
+
+def run(fleet, work_dir, with_gc=False):
+    """One end of a play from the prepared files: (seconds per host, lines printed)."""
+    reset(work_dir)
+    module = callback(fleet, work_dir)
+    if with_gc:
+        paused, analysis.cyclic_gc_paused = analysis.cyclic_gc_paused, _not_paused
+        fleet_report.cyclic_gc_paused = _not_paused
+    try:
+        seconds, lines = end_of_play(module)
+    finally:
+        if with_gc:
+            analysis.cyclic_gc_paused = fleet_report.cyclic_gc_paused = paused
+    return seconds / len(fleet.hosts), lines
+
+
+class _not_paused:  # pylint: disable=invalid-name
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def digest(work_dir):
+    """SHA-256 of each file the run wrote (the work directory's path replaced), by file name: every format, the batch
+    plan, the findings store, the history snapshot, the evidence files."""
+    out = {}
+    report_dir = os.path.join(work_dir, "reports")
+    history_dir = os.path.join(report_dir, "history")
+    written = [f for _unused, f, _unused2 in formats.FORMATS] + ["batch-plan.json", "batch-plan.yaml", "history/findings.json",
+                                                               "history/" + history.snapshot_files(history_dir)[-1]]
+    for filename in written:
+        sha = hashlib.sha256()
+        with open(os.path.join(report_dir, filename), "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                sha.update(block.replace(work_dir.encode(), b"<work>"))
+        out[filename.split("/fleet-history-")[0] + ("/snapshot" if "fleet-history-" in filename else "")] = sha.hexdigest()[:16]
+    evidence = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(os.path.join(report_dir, "evidence"))):
+        dirs.sort()
+        for name in sorted(files):
+            with open(os.path.join(root, name), "rb") as handle:
+                evidence.update(name.encode() + handle.read())
+    out["evidence/"] = evidence.hexdigest()[:16]
+    return out
+
+
+def peak_memory(fleet, work_dir):
+    """tracemalloc's peak of one run beyond what was allocated before it (the inputs), in bytes."""
+    reset(work_dir)
+    module = callback(fleet, work_dir)
+    gc.collect()
+    tracemalloc.start()
+    end_of_play(module)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+# The steps of the end of a play whose memory --profile reports: (module, attribute) wrapped while it runs.
+STEPS = (("callback", "FleetCollector.build"), ("callback", "CallbackModule._analyse"), ("analysis", "classify"),
+         ("analysis", "analyse_drift"), ("analysis", "analyse_stragglers"),
+         ("analysis", "analyse_error_counters"), ("analysis", "analyse_workloads"), ("analysis", "analyse_placement"),
+         ("analysis", "plan_batches"), ("analysis", "_interconnect"), ("analysis", "_history_stragglers"),
+         ("history", "snapshot"), ("history", "HistoryFold.add"), ("history", "HistoryFold.result"),
+         ("callback", "CallbackModule._write_history"), ("callback", "CallbackModule._update_findings"),
+         ("callback", "CallbackModule._write_evidence"), ("callback", "CallbackModule._write"),
+         ("callback", "CallbackModule._write_batch_plan"), ("callback", "terminal.render"), ("callback", "write_atomic"))
+
+
+class Steps:
+    """tracemalloc's view of each step: memory held when it starts and ends, its own peak (nested steps included),
+    and a by-line snapshot of the moment the most memory was held at a step's start or end."""
+
+    def __init__(self, at=None):
+        self.stack = []
+        self.rows = {}
+        self.most = 0
+        self.snapshot = None
+        self.where = None
+        self.at = at  # "end of <step>": the moment of the by-line snapshot instead of the most held
+
+    def _look(self, where):
+        current = tracemalloc.get_traced_memory()[0]
+        if self.at is not None:
+            if where == self.at and self.snapshot is None:
+                self.most, self.where, self.snapshot = current, where, tracemalloc.take_snapshot()
+        elif current > self.most * 1.05:  # a snapshot costs a walk of every block: only at a new high
+            self.most, self.where = current, where
+            self.snapshot = tracemalloc.take_snapshot()
+
+    def wrap(self, name, func):
+        def step(*args, **kwargs):
+            if self.stack:
+                self.stack[-1][1] = max(self.stack[-1][1], tracemalloc.get_traced_memory()[1])
+            self._look("start of " + name)
+            tracemalloc.reset_peak()
+            self.stack.append([tracemalloc.get_traced_memory()[0], 0])
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self._look("end of " + name)
+                start, peak = self.stack.pop()
+                peak = max(peak, tracemalloc.get_traced_memory()[1])
+                row = self.rows.setdefault(name, [0, 0, 0, 0])
+                row[0] += 1
+                row[1], row[2], row[3] = max(row[1], start), max(row[2], peak), max(row[3], tracemalloc.get_traced_memory()[0])
+                if self.stack:
+                    self.stack[-1][1] = max(self.stack[-1][1], peak)
+                tracemalloc.reset_peak()
+        return step
+
+
+def _patch(steps):
+    """Wrap each step (STEPS); returns how to undo it."""
+    spaces = {"callback": fleet_report, "analysis": analysis, "history": history}
+    undo = []
+    for space, dotted in STEPS:
+        owner = spaces[space]
+        *path, attr = dotted.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        real = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+        setattr(owner, attr, steps.wrap(dotted, real))
+        undo.append((owner, attr, real))
+    return undo
+
+
+def profile(fleet, work_dir, at=None, top=30):
+    """Where the memory goes: each step's memory, then the largest allocation sites by line at the moment the most
+    was held at a step's start or end (or at ``at``: "start of <step>" or "end of <step>")."""
+    reset(work_dir)
+    module = callback(fleet, work_dir)
+    gc.collect()
+    steps = Steps(at)
+    undo = _patch(steps)
+    tracemalloc.start()
+    try:
+        end_of_play(module)
+    finally:
+        overall = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        for owner, attr, real in undo:
+            setattr(owner, attr, real)
+    n = len(fleet.hosts)
+    kb = 1024.0 * n
+    print("peak %.1f KB per host beyond the inputs; the most held at a step's edge: %.1f KB per host (%s)" % (
+        overall / kb, steps.most / kb, steps.where))
+    print("step (calls): KB per host held at its start / its peak / held at its end")
+    for name, (calls, start, peak, end) in steps.rows.items():
+        print("  %-36s (%5d) %7.2f %7.2f %7.2f" % (name, calls, start / kb, peak / kb, end / kb))
+    if steps.snapshot is None:
+        return
+    snap = steps.snapshot.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    print("by line, %s:" % steps.where)
+    for stat in snap.statistics("lineno")[:top]:
+        frame = stat.traceback[0]
+        print("  %7.2f KB/host %9d blocks  %s:%d  %s" % (stat.size / kb, stat.count, _short(frame.filename), frame.lineno,
+                                                     linecache.getline(frame.filename, frame.lineno).strip()[:90]))
+
+
+def _short(path):
+    marker = "continuum/hydra/"
+    return path.split(marker, 1)[1] if marker in path else os.path.basename(path)
+
+
+def verdict(name, value, limit, unit):
+    ok = value <= limit
+    print("%s: %s %.2f%s (target <= %g%s)" % ("PASS" if ok else "FAIL", name, value, unit, limit, unit))
+    return ok
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", type=int, nargs=2, default=[1000, 10000])
+    parser.add_argument("--seed", type=int, default=None, help="the fleets' seed (default: each size its own)")
     parser.add_argument("--with-gc", action="store_true", help="leave the cyclic garbage collector on (for comparison)")
+    parser.add_argument("--profile", type=int, metavar="HOSTS", help="only show where the memory goes at this size")
+    parser.add_argument("--digest", type=int, metavar="HOSTS", help="only run once at this size and print the report digest")
+    parser.add_argument("--at", help="with --profile: the moment of the by-line view, 'start of STEP' or 'end of STEP'")
+    parser.add_argument("--max-ratio", type=float, default=MAX_RATIO)
+    parser.add_argument("--max-kb", type=float, default=MAX_KB_PER_HOST)
     args = parser.parse_args()
-    if args.with_gc:
-        global run  # pylint: disable=global-statement
-        run = _run
-    small_n, large_n = args.sizes
     root = tempfile.mkdtemp(prefix="hydra-bench-")
     try:
-        fleets, dirs = {}, {}
-        for n in (small_n, large_n):
-            fleets[n] = build(n, seed=n)
-            dirs[n] = os.path.join(root, str(n))
-            prepare(fleets[n], dirs[n])
-        per_host = {small_n: [], large_n: []}
-        for _unused in range(args.rounds):
-            for n in (small_n, large_n):
-                reset_history(dirs[n])
-                per_host[n].append(run(fleets[n], dirs[n])[0])
-        small, large = statistics.median(per_host[small_n]), statistics.median(per_host[large_n])
-        peaks = {}
-        for n in (small_n, large_n):
-            reset_history(dirs[n])
-            tracemalloc.start()
-            run(fleets[n], dirs[n])
-            peaks[n] = tracemalloc.get_traced_memory()[1]
-            tracemalloc.stop()
-        sizes = dict((f, os.path.getsize(os.path.join(dirs[large_n], "reports", f))) for dummy, f, dummy2 in formats.FORMATS)
+        if args.profile:
+            fleet = whole_fleet(args.profile, args.seed or args.profile)
+            work = os.path.join(root, "p")
+            prepare(fleet, work)
+            profile(fleet, work, args.at)
+            return 0
+        if args.digest:
+            fleet = whole_fleet(args.digest, args.seed or args.digest)
+            work = os.path.join(root, "d")
+            prepare(fleet, work)
+            seconds, lines = run(fleet, work)
+            print("%d hosts: %.0f us per host, %d terminal lines" % (args.digest, seconds * 1e6, len(lines)))
+            print("report digest at %d hosts (seed %d): %s" % (args.digest, args.seed or args.digest, " ".join(
+                "%s=%s" % kv for kv in sorted(digest(work).items()))))
+            return 0
+        return measure(args, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    print("checks per host: %d; GPUs per host: %.1f; earlier runs in history: %d" % (
-        len(CATALOGUE), sum(len(v["profile"]["gpus"]) for v in fleets[large_n].hosts.values()) / float(large_n), EARLIER_RUNS))
-    print("per host: %dk %.0f us, %dk %.0f us; ratio %.3f (target <= 1.2)" % (
-        small_n // 1000, small * 1e6, large_n // 1000, large * 1e6, large / small))
-    print("rounds (us per host): %s" % dict((n, [round(v * 1e6) for v in per_host[n]]) for n in per_host))
+
+
+def measure(args, root):
+    small_n, large_n = args.sizes
+    fleets, dirs = {}, {}
     for n in (small_n, large_n):
-        print("peak memory beyond the inputs at %dk: %.1f KB per host (target <= 20)" % (n // 1000, peaks[n] / float(n) / 1024))
-    print("file sizes at %dk (KB per host): %s" % (large_n // 1000, ", ".join("%s %.1f" % (f, s / 1024.0 / large_n) for f, s in sorted(sizes.items()))))
+        started = time.perf_counter()
+        fleets[n] = whole_fleet(n, args.seed or n)
+        dirs[n] = os.path.join(root, str(n))
+        prepare(fleets[n], dirs[n])
+        print("built and prepared %d hosts in %.0f s" % (n, time.perf_counter() - started), flush=True)
+    per_host = {small_n: [], large_n: []}
+    lines = {}
+    for _unused in range(args.rounds):
+        for n in (small_n, large_n):
+            seconds, lines[n] = run(fleets[n], dirs[n], args.with_gc)
+            per_host[n].append(seconds)
+            print("  %d hosts: %.0f us per host" % (n, seconds * 1e6), flush=True)
+    digests = dict((n, digest(dirs[n])) for n in (small_n, large_n))
+    sizes = dict((f, os.path.getsize(os.path.join(dirs[large_n], "reports", f))) for dummy, f, dummy2 in formats.FORMATS)
+    peaks = dict((n, peak_memory(fleets[n], dirs[n])) for n in (small_n, large_n))
+    small, large = statistics.median(per_host[small_n]), statistics.median(per_host[large_n])
+    gpus = sum(len(v["doctor"]["environment"]["gpus"]) for v in fleets[large_n].hosts.values()) / float(large_n)
+    print("checks in the catalogue: %d; GPUs per host: %.1f; earlier runs in history: %d; terminal lines: %d" % (
+        len(CATALOGUE), gpus, EARLIER_RUNS, len(lines[large_n])))
+    print("per host: %d hosts %.0f us, %d hosts %.0f us; ratio %.3f" % (small_n, small * 1e6, large_n, large * 1e6, large / small))
+    print("rounds (us per host): %s" % dict((n, [round(v * 1e6) for v in per_host[n]]) for n in per_host))
+    print("file sizes at %d hosts (KB per host): %s" % (large_n, ", ".join(
+        "%s %.1f" % (f, s / 1024.0 / large_n) for f, s in sorted(sizes.items()))))
+    for n in (small_n, large_n):
+        print("report digest at %d hosts (seed %d): %s" % (n, args.seed or n, " ".join(
+            "%s=%s" % kv for kv in sorted(digests[n].items()))))
+    ok = verdict("per-host cost %d / %d hosts" % (large_n, small_n), large / small, args.max_ratio, "x")
+    for n in (small_n, large_n):
+        ok = verdict("peak memory beyond the inputs at %d hosts" % n, peaks[n] / 1024.0 / n, args.max_kb, " KB/host") and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -186,12 +186,10 @@ options:
 
 import contextlib
 import datetime
-import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
 
-import yaml
 from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.module_utils.common.text.converters import to_native
@@ -213,6 +211,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement i
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector, no_hosts_message, timed_out_message
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import host_entry as workload_entry
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import batch_plan as plan_files
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, perf_csv, terminal
 
 DOCTOR = "continuum.hydra.doctor"
@@ -524,7 +523,7 @@ class CallbackModule(CallbackBase):
                                 ids["workflow_job_id"], ids["job_id"], now.isoformat(timespec="seconds"), self._playbook)
         path = parts.part_path(settings["report_dir"], ids["workflow_job_id"], ids["job_id"])
         try:
-            write_atomic(path, json.dumps(part, indent=1, sort_keys=True) + "\n")
+            write_atomic(path, state_files.json_text(part))
         except OSError as exc:
             self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
             return
@@ -653,7 +652,7 @@ class CallbackModule(CallbackBase):
         path = findings.store_path(settings["history_dir"])
         try:
             state, store = findings.update_store(path, report, now, settings["state_lock_timeout"])
-            report["findings"] = findings.listing(state)
+            report["findings"] = findings.listing(state, shared=True)  # the state is dropped below: no copies
             report["findings_timeline"] = findings.timeline(state)
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug in the findings must not cost the report of what doctor found.
@@ -679,7 +678,7 @@ class CallbackModule(CallbackBase):
         for record in records:
             path = os.path.join(settings["report_dir"], *record["path"].split("/"))
             try:
-                write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
+                write_atomic(path, state_files.json_text(record))
                 written.append(record)
             except OSError as exc:
                 self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
@@ -702,8 +701,8 @@ class CallbackModule(CallbackBase):
         if plan and not plan["error"]:
             base = os.path.join(settings["report_dir"], BATCH_PLAN_NAME)
             try:
-                write_atomic(base + ".json", json.dumps(plan, indent=1, sort_keys=True) + "\n")
-                write_atomic(base + ".yaml", yaml.safe_dump(plan, sort_keys=True, default_flow_style=False))
+                write_atomic(base + ".json", plan_files.json_pieces(plan))
+                write_atomic(base + ".yaml", plan_files.yaml_text(plan))
                 written.append(base + ".json")
             except OSError as exc:
                 self._display.warning("%s: cannot write the batch plan %s: %s" % (NAME, base, exc))

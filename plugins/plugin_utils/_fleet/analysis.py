@@ -98,23 +98,25 @@ def _name_profiled_gpus(entry: Mapping[str, Any]) -> None:
                 gpu[key] = same[key]
 
 
-def _history_stragglers(report: Mapping[str, Any], fold: history_mod.HistoryFold, profiles: Mapping[str, Any],
-                        host_class: Mapping[str, Optional[str]]) -> None:
-    """Judge the stragglers on the last runs too (stragglers.judge_history): this run is scored first, from a
-    snapshot of its figures, and the stragglers changed before this run's snapshot is taken."""
-    fold.score(history_mod.snapshot(report), fold.runs + 1)
+def _history_stragglers(report: Mapping[str, Any], fold: history_mod.HistoryFold, current: Mapping[str, Any],
+                        profiles: Mapping[str, Any], host_class: Mapping[str, Optional[str]]) -> None:
+    """Judge the stragglers on the last runs too (stragglers.judge_history): this run is scored first, from its
+    snapshot's figures (``current``, taken before its straggler flags are), then the stragglers change."""
+    fold.score(current, fold.runs + 1)
     slow, judged = fold.history_stragglers(fold.runs + 1)
     if not slow and not judged:
         return
+    named = set(owner for kind, owner in slow if kind == "gpu")  # the GPUs merge_history may name: theirs only
     gpu_info = dict((gpu["uuid"], dict(gpu, host=host)) for host, summary in profiles.items()
-                    for gpu in gpu_records(summary) if gpu.get("uuid"))
+                    for gpu in gpu_records(summary) if gpu.get("uuid") in named)
     merge_history(report["analysis"]["stragglers"], slow, judged, host_class, gpu_info, fold.straggler_rule)
 
 
 def _interconnect(report: dict[str, Any], host_class: Mapping[str, Optional[str]],
-                  previous: Optional[Mapping[str, str]]) -> None:
-    """Interconnect rates, flaps, peers and NVLink domains (_fleet/interconnect.py); its actions join the report's."""
-    section = analyse_interconnect(report["hosts"], host_class, previous)
+                  previous: Optional[Mapping[str, str]], stored_readings: Optional[dict[str, str]] = None) -> None:
+    """Interconnect rates, flaps, peers and NVLink domains (_fleet/interconnect.py); its actions join the report's.
+    ``stored_readings``: filled with each host's reading as the history stores it."""
+    section = analyse_interconnect(report["hosts"], host_class, previous, stored_readings)
     report["analysis"]["interconnect"] = section
     if section is not None:
         add_actions(report, section["actions"])
@@ -172,11 +174,17 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
         for snap in options.history:
             fold.add(snap)
             del snap  # not held while the next one is read
-        _interconnect(report, host_class, fold.interconnect)  # against each host's last reading, before this run's
+        readings: dict[str, str] = {}
+        _interconnect(report, host_class, fold.interconnect, readings)  # against each host's last reading, before this run's
+        fold.interconnect = {}  # compared: this run's readings take their place when its snapshot is folded
+        # This run's snapshot, once: scored for the stragglers on history, then given the final straggler flags.
+        current = history_mod.snapshot(report, readings, stragglers=False)
+        del readings
         if fold.window > 1:
-            _history_stragglers(report, fold, profiles, host_class)
-        options.current_snapshot = history_mod.snapshot(report)
-        fold.add(options.current_snapshot, score=False)
-        analysis["history"] = fold.result(options.current_snapshot, rule)
+            _history_stragglers(report, fold, current, profiles, host_class)
+        history_mod.flag_stragglers(current, report)
+        options.current_snapshot = current
+        fold.add(current, score=False)
+        analysis["history"] = fold.result(current, rule)
     raise_alarm(report)  # last: its action stays first however the others were ranked
     return report

@@ -154,14 +154,20 @@ def _expired(finding: Mapping[str, Any], now: Optional[datetime.datetime]) -> bo
     return acked is not None and now - acked > datetime.timedelta(days=CLOSED_KEEP_DAYS)
 
 
-def update(previous: Mapping[str, Any], report: Mapping[str, Any], now: Optional[str] = None) -> dict[str, Any]:
+def update(previous: Mapping[str, Any], report: Mapping[str, Any], now: Optional[str] = None, owned: bool = False) -> dict[str, Any]:
     """The findings state after this run: ``previous`` (a store, possibly empty) folded with the run's doctor
-    results. ``now`` defaults to the report's ``generated_at``. ``previous`` is not modified."""
+    results. ``now`` defaults to the report's ``generated_at``. ``previous`` is not modified, unless ``owned``: its
+    findings are then changed in place and become the new state's (a store just read, which nothing else holds: a
+    fleet's findings are not copied)."""
     now = now or report.get("generated_at") or ""
     findings: dict[Key, dict[str, Any]] = {}
     for old in previous.get("findings") or []:
         if isinstance(old, dict) and old.get("host") and old.get("check_id"):
-            findings[_key(old)] = dict(old, reboots=list(old.get("reboots") or []))
+            if owned:
+                old["reboots"] = list(old.get("reboots") or [])
+                findings[_key(old)] = old
+            else:
+                findings[_key(old)] = dict(old, reboots=list(old.get("reboots") or []))
     seen_now: set[Key] = set()
     was_open = set(key for key, finding in findings.items() if finding.get("open"))
     for host, boot, chk, gpu in _sightings(report):
@@ -249,9 +255,10 @@ def _ordered(findings: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(findings, key=lambda f: (f["host"], f["check_id"], f.get("gpu_uuid") or ""))
 
 
-def listing(state: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The report's ``findings``: open ones first, worst status first, then by host, check and GPU."""
-    return sorted((dict(f) for f in state.get("findings") or []),
+def listing(state: Mapping[str, Any], shared: bool = False) -> list[dict[str, Any]]:
+    """The report's ``findings``: open ones first, worst status first, then by host, check and GPU. Copies of the
+    state's findings, or with ``shared`` the state's own (a caller that drops the state: no second copy of them)."""
+    return sorted((f if shared else dict(f) for f in state.get("findings") or []),
                   key=lambda f: (not f.get("open"), -severity(f.get("status") or FAIL), f["host"], f["check_id"], f.get("gpu_uuid") or ""))
 
 
@@ -442,7 +449,7 @@ def update_store(path: str, report: Mapping[str, Any], now: datetime.datetime,
             previous, problem, store["set_aside"] = load_store(path, now)
             if problem:
                 store["problems"].append(problem)
-            state = update(previous, report)
+            state = update(previous, report, owned=True)  # just read: its findings become the new state's
             write_store(path, state)
             store["updated"] = True
     except state_files.ReadTimedOut as exc:
@@ -462,4 +469,4 @@ def update_store(path: str, report: Mapping[str, Any], now: datetime.datetime,
 
 
 def write_store(path: str, state: Mapping[str, Any]) -> None:
-    write_atomic(path, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    write_atomic(path, state_files.json_text(state))

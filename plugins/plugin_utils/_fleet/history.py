@@ -36,8 +36,7 @@ import math
 import os
 import re
 from array import array
-from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
@@ -59,15 +58,12 @@ def _gpu_key(gpu: Mapping[str, Any]) -> Optional[str]:
     return gpu.get("uuid") or None
 
 
-def snapshot(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The compact record of this run that later runs read (after analysis: it carries the straggler flags)."""
-    analysis = report.get("analysis") or {}
-    stragglers = analysis.get("stragglers") or {}
-    slow_hosts = dict((s["host"], ["straggler:" + m["metric"] for m in s["metrics"]]) for s in stragglers.get("hosts") or [])
-    slow_gpus: dict[str, dict[str, list[str]]] = {}
-    for slow in stragglers.get("gpus") or []:
-        if slow.get("uuid"):
-            slow_gpus.setdefault(slow["host"], {})[slow["uuid"]] = ["straggler:" + m["metric"] for m in slow["metrics"]]
+def snapshot(report: Mapping[str, Any], readings: Optional[Mapping[str, str]] = None, stragglers: bool = True) -> dict[str, Any]:
+    """The compact record of this run that later runs read (after analysis: it carries the straggler flags).
+
+    ``readings``: each host's interconnect reading as interconnect.stored() wrote it, when the analysis already made
+    them (analyse_interconnect's ``stored_readings``); else each host's is read from its entry. ``stragglers``: False
+    leaves the straggler flags out, for flag_stragglers() to add once the stragglers are final."""
     hosts = {}
     for name, entry in report["hosts"].items():
         gpus: dict[str, dict[str, Any]] = {}
@@ -75,7 +71,7 @@ def snapshot(report: Mapping[str, Any]) -> dict[str, Any]:
             uuid = _gpu_key(gpu)
             if uuid:
                 gpus[uuid] = {"index": gpu.get("index"), "figures": gpu_figures(gpu), "failing": []}
-        host_failing = list(slow_hosts.get(name, []))
+        host_failing = []
         for chk in (entry.get("doctor") or {}).get("checks") or []:
             if chk.get("status") not in FAILING:
                 continue
@@ -85,38 +81,92 @@ def snapshot(report: Mapping[str, Any]) -> dict[str, Any]:
             for gpu in named:
                 record = gpus.setdefault(gpu["uuid"], {"index": gpu.get("index"), "figures": {}, "failing": []})
                 record["failing"].append(chk["id"])
-        for uuid, flags in slow_gpus.get(name, {}).items():
-            gpus.setdefault(uuid, {"index": None, "figures": {}, "failing": []})["failing"].extend(flags)
         hosts[name] = {"status": entry["status"], "class": entry.get("class"), "figures": host_figures(entry.get("profile")),
                        "failing": host_failing, "gpus": gpus}
-        counters = interconnect.reading(entry)
-        if counters is not None:  # the interconnect counters the next run's rates start from (_fleet/interconnect.py)
-            hosts[name]["interconnect"] = interconnect.stored(counters)
-    return {"schema_version": SNAPSHOT_SCHEMA_VERSION, "kind": SNAPSHOT_KIND, "generated_at": report["generated_at"],
+        if readings is not None:
+            if name in readings:  # the interconnect counters the next run's rates start from (_fleet/interconnect.py)
+                hosts[name]["interconnect"] = readings[name]
+        else:
+            counters = interconnect.reading(entry)
+            if counters is not None:
+                hosts[name]["interconnect"] = interconnect.stored(counters)
+    snap = {"schema_version": SNAPSHOT_SCHEMA_VERSION, "kind": SNAPSHOT_KIND, "generated_at": report["generated_at"],
             "hosts": hosts}
+    if stragglers:
+        flag_stragglers(snap, report)
+    return snap
+
+
+def flag_stragglers(snap: dict[str, Any], report: Mapping[str, Any]) -> None:
+    """The report's stragglers as failing flags of the snapshot ("straggler:<metric>"): a host's before its failing
+    checks, a GPU's after them (a slow GPU the snapshot does not list gets a record of its own)."""
+    stragglers = (report.get("analysis") or {}).get("stragglers") or {}
+    for slow in stragglers.get("hosts") or []:
+        record = snap["hosts"].get(slow["host"])
+        if record is not None:
+            record["failing"][:0] = ["straggler:" + m["metric"] for m in slow["metrics"]]
+    for slow in stragglers.get("gpus") or []:
+        record = snap["hosts"].get(slow["host"])
+        if slow.get("uuid") and record is not None:
+            gpu = record["gpus"].setdefault(slow["uuid"], {"index": None, "figures": {}, "failing": []})
+            gpu["failing"].extend("straggler:" + m["metric"] for m in slow["metrics"])
+
+
+# One owner's (a host's or a GPU's) state in the fold, a list: [runs seen, last run seen, its metric names (a tuple
+# shared by the owners with the same names), array("d") of its numbers]. The array starts with one run number per
+# straggler-score slot (the run whose scores the slot holds; -1 none), then one block per metric, in the names' order:
+# the running sums (count, EWMA, sum of values, sum of index x value), (robust z, ratio) per slot (NaN: not scored in
+# that slot's run), the value and class median of its latest score. A fleet's owners hold a few hundred bytes each
+# this way (a dict of one small array per metric and a deque of score tuples per metric held ten times that).
+RUNS, LAST_RUN, NAMES, NUMBERS = range(4)
+SUMS = 4  # count, EWMA, sum_y, sum_xy
+NOT_SCORED = float("nan")
 
 
 class HistoryFold:
     """Accumulates snapshots oldest first (keeping none of them); result() judges the hosts and GPUs of the last.
 
     A series (one metric of one host or GPU) is kept as running sums - count, EWMA, sum of values, sum of
-    index x value - so memory per series is constant however many runs are folded.
+    index x value - so memory per series is constant however many runs are folded; its robust z and ratio against
+    its class are kept for the last ``window`` runs only (straggler scores, stragglers.judge_history), in the
+    owner's one array (the layout above).
     """
 
     def __init__(self, alpha: float = DEFAULT_RULE["ewma_alpha"], straggler_rule: Optional[Mapping[str, float]] = None,
                  host_class: Optional[Mapping[str, Optional[str]]] = None) -> None:
         self.alpha = alpha
         self.runs = 0
-        # ("host", name) or ("gpu", uuid) -> [runs seen, {metric: array(n, ewma, sum_y, sum_xy)}, last run seen]
+        # ("host", name) or ("gpu", uuid) -> [runs seen, last run seen, metric names, numbers] (the layout above)
         self.owners: dict[tuple[str, str], list[Any]] = {}
         self.offences: dict[tuple[str, str], dict[str, Any]] = {}   # ("host", name) or ("gpu", uuid) -> {"runs", "offences", "first", "last", "run"}
         self.where: dict[str, tuple[str, Any]] = {}      # gpu uuid -> (host, index) of its latest sighting
         self.straggler_rule = dict(STRAGGLER_RULE, **(straggler_rule or {}))
         self.window = max(0, int(self.straggler_rule["history_runs"]))
         self.host_class = host_class or {}   # this run's classes, for snapshots written before they carried one
-        # (kind, owner) -> {metric: deque of the last ``window`` (run, robust z, ratio, value, class median)}
-        self.recent: dict[tuple[str, str], dict[str, deque[tuple[int, float, float, float, float]]]] = {}
         self.interconnect: dict[str, str] = {}  # host -> its latest interconnect reading, as stored (one per host)
+        self._slots = self.window if self.window >= 2 else 0  # straggler scores are kept for 2 runs or more
+        self._block = SUMS + 2 * self._slots + 2
+        self._names: dict[tuple[str, ...], dict[str, int]] = {(): {}}  # each tuple of names -> metric -> its block's offset
+        self._tuples: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}  # the one tuple object of each names, shared
+
+    def _owner(self, key: tuple[str, str]) -> list[Any]:
+        owner = self.owners.get(key)
+        if owner is None:
+            owner = self.owners[key] = [0, 0, (), array("d", [-1.0] * self._slots)]
+        return owner
+
+    def _offset(self, owner: list[Any], metric: str) -> int:
+        """Where the metric's block starts in the owner's numbers; a new metric gets a block of zeros (count 0)."""
+        offset = self._names[owner[NAMES]].get(metric)
+        if offset is None:
+            names = owner[NAMES] + (metric,)
+            names = self._tuples.setdefault(names, names)
+            if names not in self._names:
+                self._names[names] = dict((name, self._slots + n * self._block) for n, name in enumerate(names))
+            owner[NAMES] = names
+            owner[NUMBERS].extend([0.0] * SUMS + [NOT_SCORED] * (2 * self._slots) + [0.0, 0.0])
+            offset = self._names[names][metric]
+        return offset
 
     def add(self, snap: Mapping[str, Any], score: bool = True) -> None:
         """Fold one snapshot; ``score``: False when score() was already called with it (this run's)."""
@@ -148,35 +198,62 @@ class HistoryFold:
             for uuid, gpu in (record.get("gpus") or {}).items():
                 for metric, value in (gpu.get("figures") or {}).items():
                     samples.setdefault(("gpu\0" + class_name, metric), []).append((("gpu", uuid), value))
+        slot = run % self._slots
         for key, metric, z, ratio, value, centre in run_scores(samples, self.straggler_rule):
-            per_metric = self.recent.setdefault(key, {})
-            series = per_metric.get(metric)
-            if series is None:
-                series = per_metric[metric] = deque(maxlen=self.window)
-            series.append((run, z, ratio, value, centre))
+            owner = self._owner(key)
+            offset = self._offset(owner, metric)
+            numbers = owner[NUMBERS]
+            if numbers[slot] != run:  # the owner's first score of this run: its slot's older scores go
+                numbers[slot] = run
+                for start in self._names[owner[NAMES]].values():
+                    numbers[start + SUMS + 2 * slot] = numbers[start + SUMS + 2 * slot + 1] = NOT_SCORED
+            at = offset + SUMS + 2 * slot
+            numbers[at], numbers[at + 1] = z, ratio
+            numbers[offset + SUMS + 2 * self._slots], numbers[offset + SUMS + 2 * self._slots + 1] = value, centre
 
     def history_stragglers(self, run: int) -> tuple[dict[Any, list[dict[str, Any]]], set[tuple[Any, str]]]:
         """({("host", name) or ("gpu", uuid): [slow metric]}, {(key, metric) judged}) on the last ``window``
         runs up to ``run`` (this one, scored); stragglers.judge_history() is the rule."""
-        return judge_history(self.recent, run, self.straggler_rule)
+        return judge_history(_Scores(self, run), run, self.straggler_rule)
+
+    def scores(self, key: tuple[str, str], run: int) -> dict[str, list[tuple[int, float, float, Any, Any]]]:
+        """{metric: [(run, robust z, ratio, value, class median)]} of one owner: its scores in the last ``window`` runs
+        up to ``run``, oldest first (what stragglers.judge_history reads); value and median are its latest score's,
+        given with that score only."""
+        owner = self.owners.get(key)
+        if owner is None or not self._slots:
+            return {}
+        numbers = owner[NUMBERS]
+        out: dict[str, list[tuple[int, float, float, Any, Any]]] = {}
+        for metric, offset in self._names[owner[NAMES]].items():
+            series = []
+            for past in range(max(1, run - self._slots + 1), run + 1):
+                slot = past % self._slots
+                at = offset + SUMS + 2 * slot
+                if numbers[slot] == past and not math.isnan(numbers[at]):
+                    series.append((past, numbers[at], numbers[at + 1], None, None))
+            if series:
+                last = offset + SUMS + 2 * self._slots
+                series[-1] = series[-1][:3] + (numbers[last], numbers[last + 1])
+                out[metric] = series
+        return out
 
     def _measure(self, key: tuple[str, str], figures: Optional[Mapping[str, float]]) -> None:
-        owner = self.owners.get(key)
-        if owner is None:
-            owner = self.owners[key] = [0, {}, 0]
-        if owner[2] == self.runs:
+        owner = self._owner(key)
+        if owner[LAST_RUN] == self.runs:
             return  # seen twice in one run (a GPU UUID reported by two hosts): one run, one value
-        owner[2] = self.runs
-        owner[0] += 1
+        owner[LAST_RUN] = self.runs
+        owner[RUNS] += 1
         for metric, value in (figures or {}).items():
-            state = owner[1].get(metric)
-            if state is None:
-                owner[1][metric] = array("d", (1.0, value, value, 0.0))
+            at = self._offset(owner, metric)
+            state = owner[NUMBERS]
+            if state[at] == 0.0:
+                state[at], state[at + 1], state[at + 2], state[at + 3] = 1.0, value, value, 0.0
             else:
-                state[3] += state[0] * value  # x is this value's position in the series: 0, 1, 2...
-                state[0] += 1.0
-                state[1] = self.alpha * value + (1.0 - self.alpha) * state[1]
-                state[2] += value
+                state[at + 3] += state[at] * value  # x is this value's position in the series: 0, 1, 2...
+                state[at] += 1.0
+                state[at + 1] = self.alpha * value + (1.0 - self.alpha) * state[at + 1]
+                state[at + 2] += value
 
     def _offend(self, key: tuple[str, str], failing: Optional[list[str]], when: Optional[str]) -> None:
         if not failing:
@@ -201,7 +278,7 @@ class HistoryFold:
         degrading: list[dict[str, Any]] = []
         for key in sorted(self.owners):
             kind, owner = key
-            runs, series, _last_run = self.owners.pop(key)
+            runs, _last_run, names, numbers = self.owners.pop(key)
             if kind == "host":
                 measured = (latest.get(owner) or {}).get("figures") or {}
             else:
@@ -211,10 +288,12 @@ class HistoryFold:
                 continue  # not measured in this run: its history is kept but not judged
             ewmas: dict[str, float] = {}
             trends: dict[str, float] = {}
-            for metric in sorted(series):
-                if metric not in measured:
-                    continue
-                count, smoothed, sum_y, sum_xy = series[metric]
+            offsets = self._names[names]
+            for metric in sorted(offsets):
+                at = offsets[metric]
+                if metric not in measured or not numbers[at]:
+                    continue  # not measured now, or only scored (never folded): no series to judge
+                count, smoothed, sum_y, sum_xy = numbers[at], numbers[at + 1], numbers[at + 2], numbers[at + 3]
                 trend = _relative_trend(count, sum_y, sum_xy)
                 if lower_is_better(metric):
                     trend = -trend
@@ -244,6 +323,26 @@ class HistoryFold:
         degrading.sort(key=lambda d: (d["trend"], d["host"], d["uuid"] or "", d["metric"]))
         return {"runs": self.runs, "rule": rule, "hosts": hosts, "gpus": gpus, "degrading": degrading,
                 "repeat_offenders": offenders}
+
+
+class _Scores(Mapping[tuple[str, str], Mapping[str, list[tuple[int, float, float, Any, Any]]]]):
+    """The fold's straggler scores as stragglers.judge_history reads them ({owner: {metric: [(run, z, ratio, value,
+    median)]}}), made one owner at a time as it is read: never the whole fleet's at once."""
+
+    def __init__(self, fold: HistoryFold, run: int) -> None:
+        self._fold = fold
+        self._run = run
+
+    def __getitem__(self, key: tuple[str, str]) -> Mapping[str, list[tuple[int, float, float, Any, Any]]]:
+        if key not in self._fold.owners:
+            raise KeyError(key)
+        return self._fold.scores(key, self._run)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self._fold.owners)
+
+    def __len__(self) -> int:
+        return len(self._fold.owners)
 
 
 def _relative_trend(count: float, sum_y: float, sum_xy: float) -> float:
@@ -291,7 +390,7 @@ def _failing_ok(failing: Any) -> bool:
 
 def snapshot_problem(snap: Any) -> Optional[str]:
     """Why a parsed snapshot cannot be folded (None when it can): everything HistoryFold reads is checked."""
-    if not isinstance(snap, dict) or snap.get("kind") != SNAPSHOT_KIND or not isinstance(snap.get("hosts"), dict):
+    if not isinstance(snap, dict) or snap.get("kind") != SNAPSHOT_KIND or not isinstance(snap.get("hosts"), (dict, _Hosts)):
         return "not a %s snapshot" % SNAPSHOT_KIND
     if not isinstance(snap.get("generated_at"), (str, type(None))):
         return "generated_at is not a string"
@@ -323,14 +422,126 @@ def _set_aside(path: str) -> str:
     return "kept aside as %s" % os.path.basename(aside)
 
 
-def read_snapshots(directory: str, limit: int, problems: list[str]) -> Iterator[dict[str, Any]]:
-    """The newest ``limit`` readable snapshots, oldest first. An unreadable or malformed one is a line in
-    problems naming it (and is renamed aside, see the module docstring), never an error."""
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _skip(text: str, idx: int) -> int:
+    """The index of the first character at or after ``idx`` that is not JSON whitespace."""
+    match = _SPACE.match(text, idx)
+    return match.end() if match else idx
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def _members(text: str, start: int, each: Any) -> int:
+    """Walk the JSON object at text[start]: each(key, index of its value) parses the value and returns the index after
+    it. Returns the index after the object; ValueError where the text is not such an object."""
+    idx = _skip(text, start)
+    if not text.startswith("{", idx):
+        raise ValueError("not an object at char %d" % idx)
+    idx = _skip(text, idx + 1)
+    if text.startswith("}", idx):
+        return idx + 1
+    while True:
+        key, idx = _DECODER.raw_decode(text, idx)
+        idx = _skip(text, idx)
+        if not isinstance(key, str) or not text.startswith(":", idx):
+            raise ValueError("not an object member at char %d" % idx)
+        idx = _skip(text, each(key, _skip(text, idx + 1)))
+        if text.startswith("}", idx):
+            return idx + 1
+        if not text.startswith(",", idx):
+            raise ValueError("no ',' at char %d" % idx)
+        idx = _skip(text, idx + 1)
+
+
+class _Hosts(Mapping[str, Any]):
+    """A snapshot file's ``hosts``, each host's record parsed as it is read and not kept: a fleet's parsed records
+    cost several times their text (7 KB a host), held all at once only by the fold's readers one host at a time."""
+
+    def __init__(self, text: str, start: int, names: list[str]) -> None:
+        self._text, self._start, self._names = text, start, names
+
+    def _walk(self) -> Iterator[tuple[str, Any]]:
+        """(name, record) of each host, parsed as it comes (parse_snapshot checked the text's shape already)."""
+        text = self._text
+        idx = _skip(text, self._start + 1)
+        if text.startswith("}", idx):
+            return
+        while True:
+            key, idx = _DECODER.raw_decode(text, idx)
+            idx = _skip(text, idx)  # at the ':'
+            value, idx = _DECODER.raw_decode(text, _skip(text, idx + 1))
+            yield key, value
+            idx = _skip(text, idx)  # at the ',' or the closing '}'
+            if text.startswith("}", idx):
+                return
+            idx = _skip(text, idx + 1)
+
+    def __getitem__(self, name: str) -> Any:
+        for key, value in self._walk():
+            if key == name:
+                return value
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def items(self) -> "_HostItems":
+        return _HostItems(self)
+
+
+class _HostItems(ItemsView[str, Any]):
+    """The hosts' (name, record) pairs, walked through the text once per iteration (not a name lookup per host)."""
+
+    def __init__(self, hosts: _Hosts) -> None:
+        super().__init__(hosts)
+        self._hosts = hosts
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return self._hosts._walk()  # pylint: disable=protected-access
+
+
+def parse_snapshot(text: str) -> Any:
+    """A snapshot file's content: as json.loads() parses it, except that a ``hosts`` object is read one host at a time
+    whenever it is iterated (_Hosts); anything that is not plainly a JSON object with unique keys is json.loads()'s."""
+    top: dict[str, Any] = {}
+    names: list[str] = []
+
+    def host(key: str, idx: int) -> int:
+        names.append(key)
+        return int(_DECODER.raw_decode(text, idx)[1])
+
+    def member(key: str, idx: int) -> int:
+        if key in top:
+            raise ValueError("duplicate key %r" % key)
+        if key == "hosts" and text.startswith("{", idx):
+            top[key] = _Hosts(text, idx, names)
+            return _members(text, idx, host)
+        top[key], end = _DECODER.raw_decode(text, idx)
+        return int(end)
+    try:
+        end = _members(text, 0, member)
+        if _skip(text, end) != len(text) or len(set(names)) != len(names):
+            raise ValueError("trailing text or a host named twice")
+    except ValueError:
+        return json.loads(text)  # its own error for a text that is not JSON, or the whole parse of an unusual one
+    return top
+
+
+def read_snapshots(directory: str, limit: int, problems: list[str]) -> Iterator[Mapping[str, Any]]:
+    """The newest ``limit`` readable snapshots, oldest first (their hosts parsed as they are read: parse_snapshot).
+    An unreadable or malformed one is a line in problems naming it (and is renamed aside, see the module docstring),
+    never an error."""
     for name in snapshot_files(directory)[-limit:] if limit > 0 else []:
         snap = None  # the one yielded before is not held while this one is parsed
         path = os.path.join(directory, name)
         try:
-            snap = json.loads(state_files.read_text(path))
+            snap = parse_snapshot(state_files.read_text(path))
+            problem = snapshot_problem(snap)
         except FileNotFoundError:
             continue  # removed since the listing (by an operator: runs take turns under the lock)
         except (OSError, ValueError) as exc:
@@ -340,17 +551,38 @@ def read_snapshots(directory: str, limit: int, problems: list[str]) -> Iterator[
             aside = isinstance(exc, ValueError) or (isinstance(exc, state_files.StateFileError) and not isinstance(exc, state_files.ReadTimedOut))
             problems.append("history: skipped %s: %s; %s" % (path, reason, _set_aside(path) if aside else "left in place"))
             continue
-        problem = snapshot_problem(snap)
         if problem is not None:
             problems.append("history: skipped %s: %s; %s" % (path, problem, _set_aside(path)))
             continue
         yield snap
 
 
+def snapshot_text(snap: Mapping[str, Any]) -> Iterator[str]:
+    """``json.dumps(snap, sort_keys=True, separators=(",", ":")) + "\\n"``, one host at a time."""
+    yield "{"
+    for n, key in enumerate(sorted(snap)):
+        value = snap[key]
+        yield "%s%s:" % ("," if n else "", _COMPACT.encode(key))
+        if key != "hosts" or not isinstance(value, Mapping):
+            yield _COMPACT.encode(value)
+            continue
+        hosts = ((name, value[name]) for name in sorted(value)) if isinstance(value, dict) else sorted(value.items(), key=_first)
+        yield "{"
+        for m, (name, record) in enumerate(hosts):
+            yield "%s%s:%s" % ("," if m else "", _COMPACT.encode(name), _COMPACT.encode(record))
+        yield "}"
+    yield "}\n"
+
+
+def _first(pair: tuple[str, Any]) -> str:
+    return pair[0]
+
+
 def write_snapshot(directory: str, snap: Mapping[str, Any], now: datetime.datetime, keep: int) -> str:
-    """Write this run's snapshot atomically, then delete the oldest beyond ``keep``. Returns the path."""
+    """Write this run's snapshot atomically, one host at a time, then delete the oldest beyond ``keep``. Returns the
+    path."""
     path = os.path.join(directory, snapshot_name(now))
-    write_atomic(path, json.dumps(snap, sort_keys=True, separators=(",", ":")) + "\n")
+    write_atomic(path, snapshot_text(snap))
     for name in snapshot_files(directory)[:-keep]:
         try:
             os.unlink(os.path.join(directory, name))

@@ -63,9 +63,14 @@ MAX_ROWS = 200       # rows per list of the report section (worst first); the co
 NAMED_PEERS = 3
 
 
+# Every hydra_expect key's default, read once: _expect.table() copies the whole table, and reading() looks a host's
+# thresholds up in it (once per threshold and host: 30 ms per host at fleet size when the table was copied each time).
+_DEFAULTS: dict[str, Any] = dict((name, spec["default"]) for name, spec in _expect.table().items())
+
+
 def _default(key: str) -> Any:
     """A threshold's default: its hydra_expect declaration (_expect.py) is the one place it is written."""
-    return _expect.table()[key]["default"]
+    return _DEFAULTS[key]
 
 
 CLEAN_RUNS = _default("interconnect_clean_runs")   # for a finding whose host sent no thresholds
@@ -237,7 +242,7 @@ def reading(entry: Mapping[str, Any]) -> Optional[dict[str, Any]]:
             limits = chk["details"].get("thresholds")
             if isinstance(limits, Mapping):  # only the host's own values: the defaults are _expect's
                 out["lim"].update((k, v) for k, v in limits.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
-                                  and k in _expect.table() and v != _default(k))
+                                  and k in _DEFAULTS and v != _default(k))
     out = _compact(out)
     return out if any(kind in out for kind in SECTION_CHECKS) else None
 
@@ -443,32 +448,48 @@ def _host_rates(host: str, now: Mapping[str, Any], before: Optional[Mapping[str,
 
 # ---------------------------------------------------------------- peers and the NVLink domain
 
-def _peer_ports(readings: Mapping[str, Mapping[str, Any]], host_class: Mapping[str, Optional[str]]) -> list[dict[str, Any]]:
+def _port_states(section: Mapping[str, Any], shared: dict[Any, Any]) -> tuple[tuple[str, Any, Any], ...]:
+    """A host's InfiniBand ports as the peer comparison reads them: (name, state, rate) each; hosts with the same
+    ports share one tuple (``shared``), so a fleet's hosts hold next to nothing for it."""
+    ports = tuple((name, port.get("s"), port.get("r")) for name, port in _subjects("ib", section).items())
+    return shared.setdefault(ports, ports)
+
+
+def _peer_ports(ports_of: Mapping[str, tuple[tuple[str, Any, Any], ...]], host_class: Mapping[str, Optional[str]]) -> list[dict[str, Any]]:
+    """Ports down, missing or slower than on most hosts of the class (ports_of: _port_states() of each host read)."""
     by_class: dict[str, list[str]] = {}
-    for host, value in readings.items():
-        if host_class.get(host) and "ib" in value:
+    for host in ports_of:
+        if host_class.get(host):
             by_class.setdefault(str(host_class[host]), []).append(host)
+    views: dict[int, dict[str, tuple[Any, Any]]] = {}  # id of a shared ports tuple -> {name: (state, rate)}
+
+    def view(host: str) -> dict[str, tuple[Any, Any]]:
+        ports = ports_of[host]
+        if id(ports) not in views:
+            views[id(ports)] = dict((name, (state, rate)) for name, state, rate in ports)
+        return views[id(ports)]
+
     found = []
     for klass, hosts in sorted(by_class.items()):
         if len(hosts) < PEER_MIN_HOSTS:
             continue
-        names = sorted(set(n for h in hosts for n in _subjects("ib", readings[h]["ib"])))
+        names = sorted(set(n for h in hosts for n in view(h)))
         for name in names:
-            ports = dict((h, _subjects("ib", readings[h]["ib"]).get(name)) for h in hosts)
-            active = [(h, p) for h, p in ports.items() if p and p.get("s") == "ACTIVE"]
+            ports = dict((h, view(h).get(name)) for h in hosts)  # (state, rate), None where the host has no such port
+            active = [(h, p) for h, p in ports.items() if p and p[0] == "ACTIVE"]
             if len(active) * 2 < len(hosts):
                 continue  # no majority says this port should be up (a spare, or cabled on few hosts)
-            rates = Counter(p.get("r") for _h, p in active if p.get("r") is not None)
+            rates = Counter(p[1] for _h, p in active if p[1] is not None)
             expected = max(rates.items(), key=lambda kv: (kv[1], kv[0]))[0] if rates else None
-            good = sorted(h for h, p in active if p.get("r") == expected)
+            good = sorted(h for h, p in active if p[1] == expected)
             for host in sorted(hosts):
                 port = ports[host]
                 if port is None:
                     problem, status = "missing", FAIL
-                elif port.get("s") != "ACTIVE":
-                    problem, status = "%s" % port.get("s"), FAIL
-                elif expected is not None and port.get("r") is not None and port["r"] < expected:
-                    problem, status = "ACTIVE at %g Gb/s" % port["r"], WARN
+                elif port[0] != "ACTIVE":
+                    problem, status = "%s" % port[0], FAIL
+                elif expected is not None and port[1] is not None and port[1] < expected:
+                    problem, status = "ACTIVE at %g Gb/s" % port[1], WARN
                 else:
                     continue
                 found.append({"host": host, "class": klass, "subject": name, "problem": problem, "expected_rate_gbps": expected,
@@ -614,26 +635,38 @@ def _restored(host: str, value: Union[str, Mapping[str, Any], None], problems: l
 
 
 def analyse_interconnect(hosts: Mapping[str, Any], host_class: Mapping[str, Optional[str]],
-                         previous: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None) -> Optional[dict[str, Any]]:
+                         previous: Optional[Mapping[str, Union[str, Mapping[str, Any]]]] = None,
+                         stored_readings: Optional[dict[str, str]] = None) -> Optional[dict[str, Any]]:
     """The report's ``analysis.interconnect``: this run's readings against ``previous`` ({host: the last reading of
     the host in the history, as stored() wrote it or parsed}); None when no host read an interconnect counter and no
-    host reports a fabric. An unusable previous reading is named in the section's ``problems``."""
+    host reports a fabric. An unusable previous reading is named in the section's ``problems``.
+
+    One host at a time: its reading is judged against its previous one and only what the peer comparison needs of it
+    is kept (a fleet's parsed readings held together cost about 8 KB a host). ``stored_readings``: when given, each
+    host's reading as stored() writes it is put there (the history snapshot keeps it: history.snapshot())."""
     previous = previous or {}
     problems: list[str] = []
-    readings: dict[str, dict[str, Any]] = {}
-    for host, entry in hosts.items():
-        if isinstance(entry, Mapping):
-            value = reading(entry)
-            if value is not None:
-                readings[host] = value
-    off, domains = _nvlink_domains(hosts)
-    if not readings and not domains:
-        return None
     out: dict[str, list[dict[str, Any]]] = {"rates": [], "resets": [], "unknown": [], "new": [], "lifetime": [], "flaps": []}
     judged: dict[str, str] = {}
-    for host in sorted(readings):
-        judged[host] = _host_rates(host, readings[host], _restored(host, previous.get(host), problems), out)
-    peers = _peer_ports(readings, host_class)
+    ports_of: dict[str, tuple[tuple[str, Any, Any], ...]] = {}
+    limits_of: dict[str, Mapping[str, Any]] = {}
+    shared: dict[Any, Any] = {}
+    for host in sorted(hosts):
+        entry = hosts[host]
+        value = reading(entry) if isinstance(entry, Mapping) else None
+        if value is None:
+            continue
+        if stored_readings is not None:
+            stored_readings[host] = stored(value)
+        judged[host] = _host_rates(host, value, _restored(host, previous.get(host), problems), out)
+        if "ib" in value:
+            ports_of[host] = _port_states(value["ib"], shared)
+        if value.get("lim"):
+            limits_of[host] = value["lim"]
+    off, domains = _nvlink_domains(hosts)
+    if not judged and not domains:
+        return None
+    peers = _peer_ports(ports_of, host_class)
     section: dict[str, Any] = {
         "rules": rules_table(),
         "hosts": judged,
@@ -641,7 +674,7 @@ def analyse_interconnect(hosts: Mapping[str, Any], host_class: Mapping[str, Opti
         "resets": out["resets"], "unknown": out["unknown"], "lifetime": sorted(out["lifetime"], key=lambda r: (-r["value"], r["host"])),
         "flaps": out["flaps"], "peers": peers, "nvlink_domains": {"off": off, "groups": domains}, "problems": problems,
     }
-    section["findings"] = _findings(section, dict((h, r.get("lim") or {}) for h, r in readings.items()))
+    section["findings"] = _findings(section, limits_of)
     section["actions"] = actions(section["findings"])
     section["counts"] = dict((key, len(section[key])) for key in ("rates", "resets", "unknown", "lifetime", "flaps", "peers"))
     for key in ("rates", "resets", "unknown", "lifetime", "flaps", "peers"):

@@ -11,7 +11,9 @@ deadline, so a run never waits forever on another (a held lock is released when 
 exits). The lock file is left in place: removing it would let a third run lock a different file.
 
 ``read_text`` refuses what is not a regular file (a FIFO would block the open, a device the read) and bounds the
-read itself with a deadline (a file on a hung network mount).
+read itself with a deadline (a file on a hung network mount). ``json_text`` is how the controller's JSON files are
+written: in pieces, never as one string (the findings store of a 100,000-host fleet is hundreds of MB of text, and
+``json.dumps`` with an indent holds every small piece of it in a list before joining them).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -19,10 +21,12 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import contextlib
 import fcntl
+import json
 import os
 import stat
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError, call_with_timeout
 
@@ -31,6 +35,7 @@ LOCK_SUFFIX = ".lock"
 DEFAULT_LOCK_WAIT_S = 60.0
 LOCK_POLL_S = 0.1
 READ_TIMEOUT_S = 30.0
+PIECE_CHARS = 1 << 16  # json_text's pieces: about this many characters each
 
 
 class StateFileError(OSError):
@@ -98,3 +103,18 @@ def read_text(path: str, timeout: float = READ_TIMEOUT_S) -> str:
         return call_with_timeout(read, timeout, "read(%s)" % path)
     except ProbeError as exc:  # the deadline (call_with_timeout's only own error)
         raise ReadTimedOut(str(exc)) from None
+
+
+def json_text(value: Any, indent: int = 1) -> Iterator[str]:
+    """``json.dumps(value, indent=indent, sort_keys=True) + "\\n"`` in pieces of about PIECE_CHARS characters (the
+    same text: write_atomic writes them as they come)."""
+    pieces: list[str] = []
+    size = 0
+    for piece in json.JSONEncoder(indent=indent, sort_keys=True).iterencode(value):
+        pieces.append(piece)
+        size += len(piece)
+        if size >= PIECE_CHARS:
+            yield "".join(pieces)
+            pieces, size = [], 0
+    pieces.append("\n")
+    yield "".join(pieces)

@@ -282,3 +282,27 @@ def test_a_bad_timeline_entry_sets_the_store_aside_naming_it(tmp_path, runs, nam
     problems = []
     assert findings.read_store(path, problems) == findings.empty_state()
     assert len(problems) == 1 and "runs: " + named in problems[0] and "{'" not in problems[0], problems
+
+
+def test_a_store_just_read_is_folded_in_place_into_the_same_state_and_listing():
+    """update_store hands update() the store it has just read (owned): its findings are reused, not copied - and the
+    state, the file and the report's listing are what the copying fold gives."""
+    earlier = fold(report(day(20), {"h1": ("b1", [check(ECC, FAIL, [GPU0, GPU1])]), "h2": ("b2", [check("system.time_sync", WARN)])}),
+                   report(day(21), {"h1": ("b2", [check(ECC, FAIL, [GPU0])]), "h2": ("b2", [])}))
+    text = json.dumps(earlier)
+    run = report(day(22), {"h1": ("b3", [check(ECC, FAIL, [GPU0]), check("gpu.clocks", WARN, [GPU1])]), "h2": None})
+    copied = findings.update(json.loads(text), run)
+    previous = json.loads(text)
+    in_place = findings.update(previous, run, owned=True)
+    assert in_place == copied
+    assert any(f is g for f in in_place["findings"] for g in previous["findings"])  # the store's own dicts, not copies
+    assert findings.listing(in_place, shared=True) == findings.listing(copied)
+    assert all(any(f is g for g in in_place["findings"]) for f in findings.listing(in_place, shared=True))
+
+
+def test_the_store_is_written_in_pieces_as_one_json_text(tmp_path):
+    state = fold(report(day(20), {"h1": ("b1", [check(ECC, FAIL, [GPU0])]), "h\u00e9": ("b1", [check("system.time_sync", ERROR)])}))
+    path = str(tmp_path / "findings.json")
+    findings.write_store(path, state)
+    with open(path, encoding="utf-8") as handle:
+        assert handle.read() == json.dumps(state, indent=1, sort_keys=True) + "\n"

@@ -236,3 +236,98 @@ def test_a_snapshot_that_is_a_fifo_is_set_aside_not_waited_on(tmp_path):
     assert len(list(history.read_snapshots(directory, 10, problems))) == 1
     assert problems == ["history: skipped %s: %s is a FIFO; kept aside as %s.bad" % (fifo, fifo, os.path.basename(fifo))]
 
+
+
+# ---------------------------------------------------------------- memory at fleet scale (issue 30): same results
+
+def _reference_scores(snapshots, window, rule):
+    """The straggler scores as the fold kept them before issue 30: a deque of (run, z, ratio, value, median) per owner
+    and metric, fed by stragglers.run_scores on each run (the reference the compact fold must equal)."""
+    from collections import deque
+
+    from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import run_scores
+    recent = {}
+    for run, snap in enumerate(snapshots, 1):
+        samples = {}
+        for host, record in snap["hosts"].items():
+            for metric, value in (record.get("figures") or {}).items():
+                samples.setdefault(("host\0" + record["class"], metric), []).append((("host", host), value))
+            for uuid, gpu in (record.get("gpus") or {}).items():
+                for metric, value in (gpu.get("figures") or {}).items():
+                    samples.setdefault(("gpu\0" + record["class"], metric), []).append((("gpu", uuid), value))
+        for key, metric, z, ratio, value, centre in run_scores(samples, rule):
+            recent.setdefault(key, {}).setdefault(metric, deque(maxlen=window)).append((run, z, ratio, value, centre))
+    return recent
+
+
+def test_the_compact_fold_judges_stragglers_as_the_per_series_scores_did():
+    """Hosts and GPUs that miss runs, a metric that appears late, a host slow in the last runs: the fold's one array
+    per owner gives judge_history exactly what a deque of scores per series gave it."""
+    from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import DEFAULT_RULE, judge_history
+    fleet = SyntheticFleet({"a100x8": 14}, seed=9, cv=0.03)
+    hosts = fleet.names("a100x8")
+    snapshots = []
+    for run in range(5):
+        fleet.next_run(100 + run)
+        if run >= 2:
+            fleet.slow_host(hosts[3], 0.8, "triad_gbps")
+            fleet.slow_gpu(hosts[4], 2, 0.75)
+        if run == 3:
+            fleet.hosts[hosts[5]]["profile"]["figures"]["late_gbps"] = 10.0 + run
+        report = fleet.report(generated_at="2026-11-%02dT13:00:00+00:00" % (10 + run))
+        for entry in report["hosts"].values():
+            entry["class"] = "a100"
+        snap = history.snapshot(report)
+        if run == 2:
+            del snap["hosts"][hosts[6]]  # not reached in run 3 of 5
+        if run == 4:
+            snap["hosts"][hosts[7]]["gpus"].popitem()  # one GPU not profiled in the last run
+        snapshots.append(json.loads("".join(history.snapshot_text(snap))))
+    rule = dict(DEFAULT_RULE)
+    fold = history.HistoryFold()
+    for snap in snapshots:
+        fold.add(snap)
+    reference = _reference_scores(snapshots, int(rule["history_runs"]), rule)
+    assert judge_history(reference, 5, rule) == fold.history_stragglers(5)
+    slow, judged = fold.history_stragglers(5)
+    assert ("host", hosts[3]) in slow and (("host", hosts[6]), "triad_gbps") not in judged
+    for key, per_metric in reference.items():
+        last = dict((metric, [e for e in series if e[0] > 2]) for metric, series in per_metric.items())
+        kept = fold.scores(key, 5)
+        assert set(kept) == set(m for m, s in last.items() if s), key
+        for metric, series in kept.items():
+            assert [e[:3] for e in series] == [e[:3] for e in last[metric]]
+            assert series[-1][3:] == last[metric][-1][3:]
+
+
+def test_a_snapshot_is_written_and_read_one_host_at_a_time_as_json_would():
+    snap = {"schema_version": history.SNAPSHOT_SCHEMA_VERSION, "kind": history.SNAPSHOT_KIND, "generated_at": "2026-11-26T13:00:00+00:00",
+            "hosts": {"b-\u00e9\"\\": {"status": "healthy", "class": "c", "figures": {"x_gbps": 1.5e300}, "failing": [], "gpus": {}},
+                      "a": {"status": "failed", "class": None, "figures": {}, "failing": ["gpu.count"],
+                            "gpus": {"GPU-1": {"index": 0, "figures": {"bf16_tflops": 3.0}, "failing": []}}, "interconnect": "{\"t\":1}"}}}
+    text = "".join(history.snapshot_text(snap))
+    assert text == json.dumps(snap, sort_keys=True, separators=(",", ":")) + "\n"
+    for layout in (text, json.dumps(snap, indent=2), json.dumps(snap) + "\n\n"):
+        read = history.parse_snapshot(layout)
+        assert isinstance(read["hosts"], history._Hosts)  # pylint: disable=protected-access
+        assert read == snap and dict(read["hosts"].items()) == snap["hosts"] and history.snapshot_problem(read) is None
+        assert list(read["hosts"]) == sorted(snap["hosts"]) if layout is text else True
+        assert "".join(history.snapshot_text(read)) == text
+    # what is not plainly an object with unique keys is json.loads()'s: its value, or its own error
+    for odd in ('{"hosts":{"a":1,"a":2},"kind":"k"}', '{"hosts":[1]}', '[1]', '{"kind":"a","kind":"b"}'):
+        assert history.parse_snapshot(odd) == json.loads(odd)
+    for broken in ('{"hosts":{"a":}', '{"hosts":{}} trailing', '{"hosts":{"a":{}}'):
+        with pytest.raises(ValueError) as parsed:
+            history.parse_snapshot(broken)
+        with pytest.raises(ValueError) as loaded:
+            json.loads(broken)
+        assert str(parsed.value) == str(loaded.value)
+
+
+def test_a_host_record_of_the_wrong_type_in_a_lazily_read_snapshot_is_a_problem(tmp_path):
+    directory = str(tmp_path)
+    snap = {"schema_version": "1.0.0", "kind": history.SNAPSHOT_KIND, "generated_at": None, "hosts": {"a": {"figures": {"x": "fast"}}}}
+    history.write_snapshot(directory, snap, datetime.datetime(2026, 11, 1, tzinfo=datetime.timezone.utc), keep=3)
+    problems = []
+    assert list(history.read_snapshots(directory, 3, problems)) == []
+    assert len(problems) == 1 and "host 'a': figures or failing checks of the wrong type" in problems[0] and "kept aside" in problems[0]

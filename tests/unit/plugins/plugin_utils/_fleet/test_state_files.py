@@ -100,3 +100,11 @@ def test_a_run_locked_out_leaves_the_store_whole_and_says_so(tmp_path, holder):
     with open(path) as handle:
         assert handle.read() == before
     assert json.loads(before)["findings"][0]["host"] == "h1"
+
+
+def test_json_text_is_json_dumps_in_pieces():
+    value = {"b": [1, 2.5, {"x": float("nan"), "\u00e9": "\u2028"}], "a": {"k": None}, "many": list(range(30000))}
+    pieces = list(state_files.json_text(value))
+    assert len(pieces) > 1 and all(len(p) < 2 * state_files.PIECE_CHARS for p in pieces)
+    assert "".join(pieces) == json.dumps(value, indent=1, sort_keys=True) + "\n"
+    assert "".join(state_files.json_text([], indent=2)) == "[]\n"
