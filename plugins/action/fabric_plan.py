@@ -23,6 +23,7 @@ ARGUMENT_SPEC = {
     "live": {"type": "list", "elements": "str"},
     "state": {"type": "dict"},
     "result_var": {"type": "str", "default": "hydra_fabric_rank"},
+    "idle_var": {"type": "str"},
     "mode": {"type": "str", "choices": list(fabric.MODES), "default": "auto"},
     "pairwise_max": {"type": "int", "default": 4},
     "relative_margin": {"type": "float", "default": 0.25},
@@ -39,6 +40,27 @@ def _address(host_vars: Mapping[str, Any], host: str) -> str:
         if value:
             return str(value)
     return host
+
+
+def _idle(hosts: list[str], hostvars: Mapping[str, Any], idle_var: Optional[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(busy, forced): host -> the idle guard's line, from what the fabric module's ``mode: idle`` registered as
+    ``idle_var`` on each host. A host with no such result was not confirmed idle: busy. No idle_var: no guard."""
+    busy: dict[str, str] = {}
+    forced: dict[str, str] = {}
+    if not idle_var:
+        return busy, forced
+    for host in hosts:
+        registered = (hostvars.get(host) or {}).get(idle_var)
+        guard = registered.get("idle") if isinstance(registered, Mapping) else None
+        if not isinstance(guard, Mapping):
+            why = registered.get("msg") if isinstance(registered, Mapping) else None
+            busy[host] = "cannot confirm the node is idle: the idle check (%s) returned no result%s" % (
+                idle_var, ": %s" % " ".join(str(why).split()) if why else "")
+        elif guard.get("refused"):
+            busy[host] = str(guard["refused"])
+        elif guard.get("forced"):
+            forced[host] = str(guard["forced"])
+    return busy, forced
 
 
 def _rank_result(registered: Any, run_id: str) -> Optional[dict[str, Any]]:
@@ -66,9 +88,11 @@ class ActionModule(ActionBase):
             state = args["state"]
             if not state:
                 floors = {host: fabric.floor_of((hostvars.get(host) or {}).get("hydra_expect")) for host in args["hosts"]}
+                live_hosts = [h for h in args["hosts"] if args["live"] is None or h in args["live"]]
+                busy, forced = _idle(live_hosts, hostvars, args["idle_var"])
                 state = fabric.start(args["hosts"], floors, {
                     "mode": args["mode"], "pairwise_max": args["pairwise_max"], "relative_margin": args["relative_margin"],
-                    "confirmations": args["confirmations"], "max_rounds": args["max_rounds"]})
+                    "confirmations": args["confirmations"], "max_rounds": args["max_rounds"]}, busy, forced)
             elif state.get("plan"):
                 outcomes = {}
                 for group in state["plan"]["groups"]:

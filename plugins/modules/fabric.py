@@ -25,6 +25,11 @@ description:
     receives nothing for O(timeouts.step) fails; the whole rank ends by O(timeouts.run). A rank that does not
     join, or whose connections end mid-run, is named in the group's verdict (C(missing) / C(lost)) and the others
     stop and report; the module returns in every case (a failed group is not a failed task)."
+  - "O(mode=idle) runs no rank: it reads whether the host is idle - no GPU compute process (C(nvidia-smi
+    --query-compute-apps); on AMD the processes under C(/sys/class/kfd/kfd/proc)) and, on a SLURM node, no job holding
+    it (C(squeue -w)) - through the same idle guard as doctor's deep level. C(playbooks/fabric.yml) runs it on every host
+    before the first round; P(continuum.hydra.fabric_plan#module) leaves a busy host (or one that cannot be read) out of
+    every round, its checks C(SKIP) naming the job or process, unless O(force)."
   - The module changes nothing on the host but rank 0's port file (removed when it ends).
   - Runs on the target's Python 3.9+ with the standard library alone; torch only in a child interpreter
     (O(torch_python)) when present.
@@ -34,32 +39,46 @@ extends_documentation_fragment:
   - continuum.hydra._attributes
   - continuum.hydra._attributes.INFO_MODULE
 options:
+  mode:
+    description:
+      - V(rank) runs this host's rank of the collective.
+      - V(idle) only reads whether the host is idle (RV(idle)); no rank runs and the rank options are not needed.
+    type: str
+    choices: [rank, idle]
+    default: rank
+  slurm_node:
+    description:
+      - O(mode=idle) - the node's SLURM name, for the idle guard's C(squeue -w). Defaults to E(SLURMD_NODENAME), else
+        the short host name. A node C(squeue) does not know cannot be confirmed idle, and is not tested.
+    type: str
+  force:
+    description:
+      - O(mode=idle) - report the host as loadable even when the idle guard finds it busy (or cannot read it); the C(forced) key of RV(idle)
+        says what occupied it, and its C(fabric.collective) check names it. It loads a user's job; use it on nodes you own.
+    type: bool
+    default: false
   rank:
-    description: This host's rank in its group, 0 to O(world) - 1; rank 0 is the rendezvous.
+    description: This host's rank in its group, 0 to O(world) - 1; rank 0 is the rendezvous. Required with O(mode=rank).
     type: int
-    required: true
   world:
-    description: The number of ranks (hosts) in the group, 2 or more.
+    description: The number of ranks (hosts) in the group, 2 or more. Required with O(mode=rank).
     type: int
-    required: true
   run_id:
-    description: The group's run id (letters, digits, C(.), C(_), C(-); at most 64), the same on every rank.
+    description:
+      - The group's run id (letters, digits, C(.), C(_), C(-); at most 64), the same on every rank. Required with
+        O(mode=rank).
     type: str
-    required: true
   token:
-    description: The group's shared secret (at least 16 characters), random per run; never logged.
+    description: The group's shared secret (at least 16 characters), random per run; never logged. Required with O(mode=rank).
     type: str
-    required: true
   address:
     description:
       - This host's address on the network to test, which the rank binds to (the inventory address, or
-        C(fabric_address)).
+        C(fabric_address)). Required with O(mode=rank).
     type: str
-    required: true
   master_address:
-    description: Rank 0's address.
+    description: Rank 0's address. Required with O(mode=rank).
     type: str
-    required: true
   master_port:
     description: Rank 0's port (from its O(port_file)); required on every rank but 0.
     type: int
@@ -130,6 +149,12 @@ notes:
 """
 
 EXAMPLES = r"""
+- name: Whether this host is idle (playbooks/fabric.yml runs this before the first round; a busy host is not tested)
+  continuum.hydra.fabric:
+    mode: idle
+    slurm_node: gpu-a01
+  register: hydra_fabric_idle
+
 # playbooks/fabric.yml launches the ranks with async and poll 0 (a synchronous task would wait for fork slots that
 # the other ranks hold) and collects them with async_status; by hand, for two hosts:
 - name: Rank 0 (binds a free port on its address, writes it into the port file)
@@ -160,9 +185,21 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+idle:
+  description:
+    - What the idle guard read - C(node) (the SLURM name asked), C(gpu_processes), C(slurm) (the jobs holding the node;
+      null on a host that is not a SLURM node), C(unconfirmed) (what could not be read), C(occupants), C(force),
+      C(refused) (why the host must not be tested, null when it may) and C(forced) (what O(force) overrode, or null).
+  returned: O(mode=idle)
+  type: dict
+  sample: {"node": "gpu-a01", "gpu_processes": [{"pid": 41234, "gpu": "GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e",
+                                                 "used_memory_mib": 30512, "source": "nvidia-smi"}],
+           "slurm": null, "unconfirmed": [], "force": false, "forced": null,
+           "occupants": ["GPU process 41234 on GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e"],
+           "refused": "node busy (GPU process 41234 on GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e); force: true loads it anyway"}
 fabric:
   description: This rank's run.
-  returned: always
+  returned: O(mode=rank)
   type: dict
   contains:
     run_id:
@@ -225,12 +262,15 @@ DEFAULT_TIMEOUTS = {"join": 120.0, "step": 30.0, "run": 600.0}
 def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
-            rank=dict(type="int", required=True),
-            world=dict(type="int", required=True),
-            run_id=dict(type="str", required=True),
-            token=dict(type="str", required=True, no_log=True),
-            address=dict(type="str", required=True),
-            master_address=dict(type="str", required=True),
+            mode=dict(type="str", choices=["rank", "idle"], default="rank"),
+            slurm_node=dict(type="str"),
+            force=dict(type="bool", default=False),
+            rank=dict(type="int"),
+            world=dict(type="int"),
+            run_id=dict(type="str"),
+            token=dict(type="str", no_log=True),
+            address=dict(type="str"),
+            master_address=dict(type="str"),
             master_port=dict(type="int"),
             port_file=dict(type="path"),
             port_range=dict(type="str"),
@@ -247,9 +287,14 @@ def main() -> None:
             round=dict(type="int"),
             group=dict(type="str"),
         ),
+        required_if=[("mode", "rank", ("rank", "world", "run_id", "token", "address", "master_address"))],
         supports_check_mode=True,
     )
     params = dict(module.params)
+    if params.pop("mode") == "idle":
+        module.exit_json(changed=False, idle=_rank.idle(params["slurm_node"], params["force"]))
+    for name in ("slurm_node", "force"):
+        params.pop(name)
     timeouts = dict(DEFAULT_TIMEOUTS)
     timeouts.update({name: value for name, value in (params.pop("timeouts") or {}).items() if value is not None})
     params.update(join_timeout=timeouts["join"], step_timeout=timeouts["step"], run_timeout=timeouts["run"],

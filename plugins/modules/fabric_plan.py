@@ -21,6 +21,10 @@ description:
     two within ceil(log2 N) + 3."
   - A host whose rank did not join, was lost mid-collective or failed, and a host Ansible can no longer reach (not in
     O(live)), is in ERROR and left out of later rounds; the others are still judged.
+  - "A host the idle guard found busy before the first round (the P(continuum.hydra.fabric#module) module's
+    O(continuum.hydra.fabric#module:mode=idle) result in O(idle_var)) is left out of every round by choice: its checks
+    are C(SKIP) naming what held it (C(not tested: node busy (...))), never C(PASS) nor C(ERROR), and the others are
+    judged without it."
   - When done, returns the fleet report's C(fabric) section and each host's C(fabric.collective) and C(fabric.link)
     checks, which the P(continuum.hydra.fleet_report#callback) callback adds to the hosts' results.
 author:
@@ -51,6 +55,12 @@ options:
     description: The variable each host registered its rank's C(async_status) result in.
     type: str
     default: hydra_fabric_rank
+  idle_var:
+    description:
+      - The variable each host registered its idle check in (the fabric module with O(continuum.hydra.fabric#module:mode=idle));
+        read at the first call only. A live host without such a result is not confirmed idle and not tested.
+      - Unset, no idle guard is applied (the hosts are taken as given).
+    type: str
   mode:
     description: V(auto) is V(pairwise) up to O(pairwise_max) hosts, else V(bisect).
     type: str
@@ -80,9 +90,16 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Confirm each host is idle (a GPU process or a SLURM job holding it leaves it out of the test)
+  continuum.hydra.fabric:
+    mode: idle
+  register: hydra_fabric_idle
+
 - name: Plan the first round
   continuum.hydra.fabric_plan:
     hosts: "{{ ansible_play_hosts_all }}"
+    live: "{{ ansible_play_hosts }}"
+    idle_var: hydra_fabric_idle
   run_once: true
   register: hydra_fabric_plan
 
@@ -130,7 +147,8 @@ state:
 fabric:
   description:
     - The fleet report's C(fabric) section - C(mode), C(rounds) (each group's members, purpose, verdict, bus
-      bandwidth, floor), C(isolated) (host, rounds, proof), C(links), C(errors), C(good), C(bounds).
+      bandwidth, floor), C(isolated) (host, rounds, proof), C(links), C(errors), C(good), C(bounds), C(busy) (host and
+      reason - not tested, the idle guard found it busy), C(forced) (host and reason - tested although busy).
   returned: when done
   type: dict
 checks:

@@ -122,7 +122,7 @@ options:
     type: str
   force:
     description:
-      - Run the models even on a node the idle guard finds busy (or cannot read); RV(idle.forced) then says what
+      - Run the models even on a node the idle guard finds busy (or cannot read); the C(forced) key of RV(idle) then says what
         occupied it and the task warns. It loads a user's job; use it on a node you own.
     type: bool
     default: false

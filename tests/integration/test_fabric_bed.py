@@ -18,6 +18,7 @@ import pytest
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS
 from ansible_collections.continuum.hydra.tests.support import fabric as F
 from ansible_collections.continuum.hydra.tests.support import netns
+from ansible_collections.continuum.hydra.tests.support.fleet import BUSY_COMPUTE_APPS, BUSY_PROCESS, fixture, write_host_bin
 from ansible_collections.continuum.hydra.tests.support.hostile_fleet import schema_validator
 
 pytestmark = pytest.mark.integration
@@ -162,3 +163,31 @@ def test_a_rank_killed_mid_collective_makes_its_host_error_within_the_deadline(t
         assert {h: s for h, s in statuses(report).items() if h != "node4"} == {h.name: PASS for h in bed.hosts if h.name != "node4"}
         assert "node4" not in report["fabric"]["rounds"][1]["groups"][0]["members"]
         assert time.monotonic() - began < 240  # far within the run deadline: one step timeout and a grace after the kill
+
+
+def test_a_busy_host_is_not_loaded_the_others_are_judged_and_force_loads_it(tmp_path):
+    # node2 runs a GPU compute process (its fake nvidia-smi answers --query-compute-apps with one; a real one cannot
+    # exist without a GPU): the idle guard leaves it out, node1 and node3 are still judged together.
+    bindir = write_host_bin(str(tmp_path), "node2", fixture("tesla-t4.xml"), compute_apps=BUSY_COMPUTE_APPS)
+    busy_vars = {"node2": {"hydra_environment": {"PATH": "%s:/usr/bin:/bin" % bindir}}}
+    with netns.beds(tmp_path) as make:
+        bed = make(3)
+        inv = bed.inventory(tmp_path / "inventory.yml", host_vars=busy_vars,
+                            group_vars=dict(SETTINGS, hydra_expect={"fabric_busbw_gbps_min": FLOOR}))
+        proc, report, killed = F.run_fabric(inv, tmp_path / "reports", timeout=300)
+        assert not killed and proc.returncode == 0, proc.stdout[-3000:]
+        fabric = report["fabric"]
+        assert all("node2" not in g["members"] for r in fabric["rounds"] for g in r["groups"])  # no rank ran on node2
+        assert fabric["busy"] == [{"host": "node2", "reason": "node busy (%s); force: true loads it anyway" % BUSY_PROCESS}]
+        assert fabric["errors"] == [] and fabric["good"] == ["node1", "node3"]
+        assert statuses(report) == {"node1": PASS, "node2": None, "node3": PASS}
+        assert report["hosts"]["node2"]["status"] == "unchecked"
+        assert report["hosts"]["node2"]["message"] == "fabric: not tested: " + fabric["busy"][0]["reason"]
+        schema_validator().validate(report)
+        # force: node2 is loaded (a pair with node1), and its check says what it overrode.
+        proc, report, killed = F.run_fabric(inv, tmp_path / "forced", timeout=300,
+                                            extra_vars={"hydra_fabric_hosts": "node1:node2", "hydra_force": True})
+        assert not killed and proc.returncode == 0, proc.stdout[-3000:]
+        assert report["fabric"]["rounds"][0]["groups"][0]["members"] == ["node1", "node2"]
+        check = F.host_check(report, "node2")
+        assert check["status"] == PASS and check["message"].endswith("; force: tested although node busy (%s)" % BUSY_PROCESS)

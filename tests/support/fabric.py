@@ -167,8 +167,9 @@ class SimulatedFabric:
                 "backend": "tcp", "rows": []}
 
 
-def isolate(fabric, floors=True, mode="auto"):
-    state = planner.start(fabric.hosts, {h: FLOOR for h in fabric.hosts} if floors else {}, {"mode": mode})
+def isolate(fabric, floors=True, mode="auto", busy=None, forced=None):
+    """Run the planner over the simulated fabric to the end; busy / forced: host -> the idle guard's line."""
+    state = planner.start(fabric.hosts, {h: FLOOR for h in fabric.hosts} if floors else {}, {"mode": mode}, busy, forced)
     while True:
         planner.next_round(state)
         if state["done"]:

@@ -17,6 +17,9 @@ connection ends before its report, or that has not reported by the time the othe
 ``lost`` ("lost mid-collective"); rank 0 then tells every rank to abort, each closes its ring connections, and
 rank 0 sends every rank the group's verdict - figures, or who was missing or lost.
 
+Before the first round the playbook asks every host whether it is idle (``idle()``: _host/idle.py's guard, the same
+as doctor's deep level and the workloads'); the planner leaves a busy host out of every round, so no rank loads it.
+
 A rank's ``outcome`` (not a health status: the controller judges): ok, not_joined (this rank could not join),
 peer_lost (another rank did not join or was lost: this one says nothing about itself), broken (this rank itself
 failed: its address cannot be bound, the backend is not there, the run deadline passed).
@@ -38,6 +41,7 @@ from typing import Any, Callable, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils import _atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._fabric import ring as _ring
 from ansible_collections.continuum.hydra.plugins.module_utils._fabric import torch_worker, wire
+from ansible_collections.continuum.hydra.plugins.module_utils._host import idle as _idle
 from ansible_collections.continuum.hydra.plugins.module_utils._host import network
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker
 
@@ -801,6 +805,12 @@ def _verdict_reason(verdict: Optional[Mapping[str, Any]]) -> str:
     if verdict.get("broken"):
         return "; ".join("rank %s: %s" % (item["rank"], item.get("reason")) for item in verdict["broken"])
     return verdict.get("backend_reason") or "incomplete"
+
+
+def idle(slurm_node: Optional[str], force: bool) -> dict[str, Any]:
+    """Whether this host may run a rank (the module's ``mode: idle``): _host/idle.py's guard on its node now; the
+    planner leaves a host whose ``refused`` is set out of every round (fabric_plan's ``idle_var``)."""
+    return _idle.guard(slurm_node, force)
 
 
 def run(options: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,10 @@ first) good. A host is *named* bad when it is the only member not proven good of
 failing groups - e.g. the failing half it was narrowed to, and then the pair with a proven-good host; a link is
 named when a failing group's hosts are all proven good and that link is its only unproven one.
 
+**Busy hosts.** A host the idle guard found busy before the first round (a GPU compute process, a SLURM job holding
+it: _host/idle.py, read by the fabric module's ``mode: idle``) is absent by choice: it is in no group, its partners
+are judged without it, and its checks SKIP naming what held it ("not tested: node busy (...)"), never PASS or ERROR.
+
 **Rounds.** Disjoint groups of a round run at the same time.
 
 - bisect (the default): round 1 is every host in one ring - with an absolute floor that is the whole answer
@@ -79,6 +83,7 @@ REMEDIATION_HOST = ("Drain the node; check its fabric NIC (link speed and errors
 REMEDIATION_ERROR = ("The rank could not take part: check that the host answers on its fabric address and the ports "
                      "in docs/fabric.md are open, then re-run playbooks/fabric.yml.")
 REMEDIATION_LINK = "Both hosts pass with others: check the switch path between them (ports, uplinks, cabling)."
+NOT_TESTED_BUSY = "not tested"  # a busy host's checks: "not tested: node busy (...); force: true loads it anyway"
 
 
 class FabricPlanError(ValueError):
@@ -132,11 +137,29 @@ def floor_of(expect: Optional[Mapping[str, Any]]) -> Optional[float]:
     return _expect.get(expect, "fabric_busbw_gbps_min")
 
 
+def _idle_reasons(name: str, given: Optional[Mapping[str, Any]], hosts: Sequence[str]) -> dict[str, str]:
+    """busy / forced: host -> the idle guard's one line, in inventory order; a host not in ``hosts`` is named."""
+    given = given or {}
+    unknown = sorted(str(host) for host in given if host not in hosts)
+    if unknown:
+        raise FabricPlanError("%s: %r is not one of the hosts" % (name, unknown[0]))
+    for host, reason in given.items():
+        if not isinstance(reason, str) or not reason:
+            raise FabricPlanError("%s: %s: %r is not the idle guard's reason (a line of text)" % (name, host, reason))
+    return dict((host, str(given[host])) for host in hosts if host in given)
+
+
 def start(hosts: Sequence[str], floors: Optional[Mapping[str, Optional[float]]] = None,
-          options: Optional[Mapping[str, Any]] = None) -> dict[str, Any]:
-    """A new state for these hosts (inventory order is ring order); floors: host -> fabric_busbw_gbps_min or None."""
+          options: Optional[Mapping[str, Any]] = None, busy: Optional[Mapping[str, str]] = None,
+          forced: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+    """A new state for these hosts (inventory order is ring order); floors: host -> fabric_busbw_gbps_min or None.
+
+    busy: host -> why the idle guard refused it (those hosts are left out of every round, absent by choice); forced:
+    host -> what ``force`` overrode on a host that is tested anyway (named in its check)."""
     if len(set(hosts)) != len(hosts):
         raise FabricPlanError("hosts: %r lists a host twice" % (list(hosts),))
+    held = _idle_reasons("busy", busy, hosts)
+    loaded = _idle_reasons("forced", forced, hosts)
     opts = _options(options)
     floor_of: dict[str, Optional[float]] = {}
     for host in hosts:
@@ -144,13 +167,14 @@ def start(hosts: Sequence[str], floors: Optional[Mapping[str, Optional[float]]] 
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
             raise FabricPlanError("%s: fabric_busbw_gbps_min %r is not a number of GB/s above 0" % (host, value))
         floor_of[host] = float(value) if value is not None else None
+    tested = [host for host in hosts if host not in held]
     mode = opts["mode"]
     if mode == "auto":
-        mode = PAIRWISE if len(hosts) <= opts["pairwise_max"] else BISECT
-    return {"version": STATE_VERSION, "hosts": list(hosts), "floors": floor_of, "options": opts, "mode": mode,
-            "max_rounds": opts["max_rounds"] or max_rounds(len(hosts), mode), "rounds": [], "good": [], "bad": {},
+        mode = PAIRWISE if len(tested) <= opts["pairwise_max"] else BISECT
+    return {"version": STATE_VERSION, "hosts": tested, "floors": floor_of, "options": opts, "mode": mode,
+            "max_rounds": opts["max_rounds"] or max_rounds(len(tested), mode), "rounds": [], "good": [], "bad": {},
             "errored": {}, "links": [], "proven_links": [], "reference_gbps": None, "done": False, "plan": None,
-            "note": None}
+            "note": None, "busy": held, "forced": loaded}
 
 
 # ---------------------------------------------------------------- judging a round
@@ -504,11 +528,17 @@ def proof_line(state: Mapping[str, Any], host: str) -> str:
 
 
 def host_checks(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """Each host's fabric.* checks (the shape doctor's checks have), from the state."""
+    """Each host's fabric.* checks (the shape doctor's checks have), from the state; a busy host's SKIP naming why."""
     out = {}
     for host in state["hosts"]:
         out[host] = [dict(id=CHECK_COLLECTIVE, title="Collective across hosts", category="fabric", **_collective(state, host)),
                      dict(id=CHECK_LINK, title="Links to the other hosts", category="fabric", **_link_finding(state, host))]
+    for host, reason in (state.get("busy") or {}).items():
+        details = {"rounds": [], "busy": reason}
+        out[host] = [dict(id=CHECK_COLLECTIVE, title="Collective across hosts", category="fabric",
+                          **finding(SKIP, "%s: %s" % (NOT_TESTED_BUSY, reason), details)),
+                     dict(id=CHECK_LINK, title="Links to the other hosts", category="fabric",
+                          **finding(SKIP, "%s: no verdict on this host's links" % NOT_TESTED_BUSY, {"links": [], "busy": reason}))]
     return out
 
 
@@ -519,6 +549,15 @@ def _rounds_detail(state: Mapping[str, Any], host: str) -> list[dict[str, Any]]:
 
 
 def _collective(state: Mapping[str, Any], host: str) -> dict[str, Any]:
+    found = _collective_finding(state, host)
+    forced = (state.get("forced") or {}).get(host)
+    if forced:  # tested on a busy node: its figure may be low because of what else ran
+        found["details"]["forced"] = forced
+        found["message"] = "%s; force: tested although %s" % (found["message"], forced)
+    return found
+
+
+def _collective_finding(state: Mapping[str, Any], host: str) -> dict[str, Any]:
     rounds = _rounds_detail(state, host)
     details: dict[str, Any] = {"rounds": rounds}
     if host in state["errored"]:
@@ -586,6 +625,8 @@ def section(state: Mapping[str, Any]) -> dict[str, Any]:
         "errors": [dict(host=host, **err) for host, err in state["errored"].items()],
         "good": list(state["good"]),
         "bounds": {"one_bad_host": bound_one(len(state["hosts"])), "two_bad_hosts": bound_two(len(state["hosts"]))},
+        "busy": [{"host": host, "reason": reason} for host, reason in (state.get("busy") or {}).items()],
+        "forced": [{"host": host, "reason": reason} for host, reason in (state.get("forced") or {}).items()],
     }
 
 
@@ -610,6 +651,8 @@ def summary_line(state: Mapping[str, Any]) -> str:
         parts.append("ERROR on %s" % ", ".join(state["errored"]))
     if not state["bad"] and not state["links"] and not state["errored"]:
         parts.append("%d of %d hosts proven good" % (len(state["good"]), len(state["hosts"])))
+    if state.get("busy"):
+        parts.append("not tested (busy): %s" % ", ".join(state["busy"]))
     if state.get("note"):
         parts.append(state["note"])
     return "fabric: " + "; ".join(parts)

@@ -140,10 +140,15 @@ class FleetCollector:
 
     def _merge_fabric(self) -> None:
         """Each host's fabric.* checks join its doctor checks (a host doctor did not check gets a result of these
-        alone), so findings, actions, evidence, the gate and every format carry them; unreachable hosts stay so."""
+        alone), so findings, actions, evidence, the gate and every format carry them; unreachable hosts stay so. A host
+        the idle guard kept out of the test, with no doctor verdict, is unchecked with the reason: never healthy."""
+        busy = dict((item["host"], item["reason"]) for item in (self.fabric or {}).get("section", {}).get("busy") or [])
         for host, checks in (self.fabric or {}).get("checks", {}).items():
             entry = self._entry(host)
             if entry["doctor"] is None and entry["status"] in NOT_JUDGED:
+                continue
+            if entry["doctor"] is None and host in busy:
+                self.add_unchecked(host, "fabric: not tested: %s" % busy[host])
                 continue
             doctor = dict(entry["doctor"] or {"schema_version": SCHEMA_VERSION})
             merged = [c for c in doctor.get("checks") or [] if not str(c.get("id", "")).startswith("fabric.")] + list(checks)

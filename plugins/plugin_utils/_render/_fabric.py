@@ -48,6 +48,8 @@ def line(report: Mapping[str, Any]) -> Optional[str]:
         parts.append("ERROR: %s" % ", ".join("%s (%s)" % (e["host"], e["kind"]) for e in fabric["errors"]))
     if not fabric["isolated"] and not fabric["links"] and not fabric["errors"]:
         parts.append("%d of %d proven good" % (len(fabric["good"]), len(fabric["hosts"])))
+    if fabric.get("busy"):
+        parts.append("not tested, busy: %s" % ", ".join(item["host"] for item in fabric["busy"]))
     if fabric.get("note"):
         parts.append(fabric["note"])
     return "Fabric: " + "; ".join(parts)

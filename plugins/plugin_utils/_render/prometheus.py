@@ -182,6 +182,9 @@ def _fabric_families(report: Mapping[str, Any]) -> list[tuple[str, str, Iterable
         ("fabric_error", "1 for a host whose rank did not join, was lost mid-collective or was unreachable in the fabric test.",
          (([("host", e["host"]), ("kind", e["kind"])], 1) for e in fabric["errors"])),
         ("fabric_rounds", "Rounds the fabric test took.", [([], fabric["round_count"])]),
+        ("fabric_not_tested_busy", "1 for a host the fabric test left out because the idle guard found it busy (a GPU "
+         "compute process or a SLURM job; the reason is in the fleet report's fabric section).",
+         (([("host", item["host"])], 1) for item in fabric.get("busy") or [])),
     ]
 
 

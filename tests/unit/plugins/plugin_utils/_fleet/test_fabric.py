@@ -96,6 +96,44 @@ def test_a_host_that_does_not_join_is_error_and_the_rest_are_still_judged():
     assert checks["n05"][0]["status"] == FAIL and checks["n00"][0]["status"] == PASS
 
 
+BUSY = "node busy (SLURM job 4 (train, user alice, running)); force: true loads it anyway"
+
+
+@pytest.mark.parametrize("floors", [True, False], ids=["absolute", "relative"])
+def test_a_busy_host_is_in_no_group_its_partners_are_judged_without_it_and_it_is_skip_never_pass_or_error(floors):
+    # n02 busy and n05 slow among 8: n02 is never in a group (no rank loads it), n05 is still named, every other host is
+    # proven good, and n02 is SKIP naming the job - not PASS, not ERROR, and no host is in ERROR because of it.
+    state = isolate(SimulatedFabric(8, slow=(5,)), floors=floors, busy={"n02": BUSY})
+    assert all("n02" not in g["members"] for r in state["rounds"] for g in r["groups"])
+    assert set(state["bad"]) == {"n05"} and state["errored"] == {}
+    assert named_by(state) <= F.bound_one(7)
+    checks = F.host_checks(state)
+    assert [c["status"] for c in checks["n02"]] == [SKIP, SKIP]
+    assert checks["n02"][0]["message"] == "not tested: " + BUSY and checks["n02"][0]["details"]["busy"] == BUSY
+    assert {h: c[0]["status"] for h, c in checks.items() if h not in ("n02", "n05")} == {h: PASS for h in state["good"]}
+    assert len(state["good"]) == 6
+    section = F.section(state)
+    assert section["busy"] == [{"host": "n02", "reason": BUSY}] and "n02" not in section["hosts"]
+    assert F.summary_line(state).endswith("not tested (busy): n02")
+
+
+def test_a_busy_host_of_two_leaves_nothing_to_test_and_a_forced_one_is_tested_and_named():
+    alone = isolate(SimulatedFabric(2), busy={"n01": BUSY})
+    assert alone["rounds"] == [] and [c["status"] for c in F.host_checks(alone)["n01"]] == [SKIP, SKIP]
+    assert F.host_checks(alone)["n00"][0]["message"] == "not tested: no other reachable host to run a collective with"
+    forced = isolate(SimulatedFabric(2), forced={"n01": BUSY})
+    check = F.host_checks(forced)["n01"][0]
+    assert check["status"] == PASS and check["message"].endswith("; force: tested although " + BUSY)
+    assert F.section(forced)["forced"] == [{"host": "n01", "reason": BUSY}]
+
+
+def test_busy_hosts_must_be_hosts_of_the_test_with_a_reason():
+    with pytest.raises(F.FabricPlanError, match=r"busy: 'n9' is not one of the hosts"):
+        F.start(["n0", "n1"], busy={"n9": BUSY})
+    with pytest.raises(F.FabricPlanError, match=r"busy: n1: None is not the idle guard's reason"):
+        F.start(["n0", "n1"], busy={"n1": None})
+
+
 def test_the_proof_names_the_rounds_the_figure_the_floor_and_the_proven_good_partner():
     fabric = SimulatedFabric(8, slow=(6,), noise=0)
     state = isolate(fabric)

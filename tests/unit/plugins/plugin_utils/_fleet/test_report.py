@@ -1,8 +1,10 @@
 """Fleet report aggregation and the terminal summary, on synthetic host results."""
 
 from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_ref
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import fabric
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import terminal
+from ansible_collections.continuum.hydra.tests.support.fabric import SimulatedFabric, isolate
 
 GPU0 = {"index": 0, "pci_bus_id": "00000000:01:00.0", "uuid": "GPU-aaa", "name": "NVIDIA A100-SXM4-80GB"}
 
@@ -98,3 +100,17 @@ def test_a_doctor_result_without_checks_is_not_a_healthy_host():
     assert report["hosts"]["crashed"]["status"] == "task_failed"
     assert report["hosts"]["crashed"]["message"] == "doctor returned no checks: MODULE FAILURE See stdout/stderr for the exact error"
     assert "listed" not in report["hosts"]
+
+
+def test_a_host_the_fabric_test_left_out_as_busy_is_unchecked_never_healthy():
+    # The planner's section and checks for three hosts, n02 busy (SKIP "not tested"); n01 has a doctor verdict too.
+    busy = "node busy (GPU process 41234 on GPU-5d2e); force: true loads it anyway"
+    state = isolate(SimulatedFabric(3), busy={"n02": busy})
+    c = FleetCollector()
+    c.add_doctor("n01", _doctor(_check("gpu.ecc_errors", "PASS")))
+    c.add_fabric(fabric.section(state), fabric.host_checks(state))
+    report = c.build("2026-11-22T13:00:00+00:00", "fabric.yml")
+    assert report["hosts"]["n02"]["status"] == "unchecked"
+    assert report["hosts"]["n02"]["message"] == "fabric: not tested: " + busy
+    assert report["hosts"]["n00"]["status"] == "healthy" and report["hosts"]["n01"]["status"] == "healthy"
+    assert report["fabric"]["busy"] == [{"host": "n02", "reason": busy}]

@@ -94,3 +94,18 @@ def test_evidence_for_the_isolated_host_holds_the_proof_and_its_groups(fabric_re
     assert record["path"] == "evidence/n06/fabric.json" and record["isolated"]["proof"] == planner.proof_line(state, "n06")
     assert {g["id"] for g in record["groups"]} >= set(state["bad"]["n06"]["groups"])
     assert any("ethtool -S" in command for command in record["collect"])
+
+
+def test_a_busy_host_is_named_not_tested_in_the_line_and_as_a_gauge():
+    busy = "node busy (SLURM job 4 (train, user alice, running)); force: true loads it anyway"
+    state = isolate(SimulatedFabric(4), busy={"n03": busy})
+    collector = FleetCollector()
+    collector.add_fabric(planner.section(state), planner.host_checks(state))
+    report = collector.build("2026-11-26T12:00:00+00:00", "fabric.yml")
+    analyse(report, AnalysisOptions())
+    assert fabric_views.line(report).endswith("3 of 3 proven good; not tested, busy: n03")
+    assert "not tested, busy: n03" in _text(markdown.render, report) and "not tested, busy: n03" in _text(html.render, report)
+    samples = parse_prom(_text(prometheus.render, report))
+    assert [(s[1], s[2]) for s in samples if s[0].endswith("fabric_not_tested_busy")] == [({"host": "n03"}, 1.0)]
+    assert "n03" not in {s[1]["host"] for s in samples if s[0].endswith("fabric_isolated")}
+    schema_validator().validate(json.loads(_text(json_report.render, report)))
