@@ -46,7 +46,8 @@ options:
   drain_on:
     description:
       - Doctor outcomes that drain a node. V(error) means doctor could not judge the node (a probe failed or timed
-        out); that is a checker outage as often as a fault, so it drains only when listed here.
+        out); that is a checker outage as often as a fault, so it drains only when listed here. Listed or not, an
+        V(error) node is never resumed; a drain hydra wrote stays until doctor can judge the node again.
     type: list
     elements: str
     choices: [failed, error, warning]

@@ -161,12 +161,13 @@ def test_unreachable_nodes_follow_the_policy(cluster, host_bins, tmp_path):
 
 
 def test_decides_from_a_saved_fleet_report(cluster, host_bins, tmp_path):
-    set_nodes(cluster, {})
+    # node4 was drained by hydra (an Xid); its doctor errs now: could not judge, so the drain stays.
+    set_nodes(cluster, {"node4": "hydra: gpu.xid_errors"})
     report = {"schema_version": "1.0.0", "kind": "continuum.hydra.fleet_report", "hosts": {
         "gpu-a": {"status": "healthy", "message": None, "failing_checks": [], "warning_checks": []},
         "gpu-b": {"status": "failed", "message": None, "failing_checks": ["gpu.nvlink"], "warning_checks": []},
         "gpu-c": {"status": "warning", "message": None, "failing_checks": [], "warning_checks": ["gpu.persistence_mode"]},
-        # Could not judge: not drained unless slurm_gate_drain_on lists error.
+        # Could not judge: not drained unless slurm_gate_drain_on lists error, and not resumed.
         "gpu-d": {"status": "error", "message": None, "failing_checks": ["gpu.nvml_available"], "warning_checks": []},
     }}
     path = tmp_path / "fleet-report.json"
@@ -174,7 +175,8 @@ def test_decides_from_a_saved_fleet_report(cluster, host_bins, tmp_path):
     proc, out = run_gate(tmp_path, cluster, host_bins, slurm_gate_fleet_report=str(path))
     assert proc.returncode == 0, out[-5000:]
     assert node_states(cluster) == {"node1": (False, None), "node2": (True, "hydra: gpu.nvlink"),
-                                    "node3": (False, None), "node4": (False, None)}
+                                    "node3": (False, None), "node4": (True, "hydra: gpu.xid_errors")}
+    assert "leave  node4 (gpu-d): doctor error (gpu.nvml_available): could not judge, state kept (IDLE+DRAIN" in out
 
 
 _ADMIN_BETWEEN_PLAN_AND_CHANGE = """#!/bin/sh
@@ -224,7 +226,7 @@ def test_a_node_doctor_could_not_judge_is_not_drained_by_default(cluster, host_b
     assert fleet_report(tmp_path)["hosts"]["gpu-c"]["status"] == "error"
     assert node_states(cluster) == {"node1": (False, None), "node2": (True, "admin: bad fan"),
                                     "node3": (False, None), "node4": (False, None)}
-    assert "leave  node3 (gpu-c): doctor error, in service (IDLE)" in out
+    assert "leave  node3 (gpu-c): doctor error (gpu.ecc_errors): could not judge, state kept (IDLE)" in out
     # Asked for, error drains.
     proc, out = run_gate(tmp_path, cluster, host_bins, erring=["gpu-c"], slurm_gate_drain_on=["failed", "error"])
     assert proc.returncode == 0, out[-5000:]

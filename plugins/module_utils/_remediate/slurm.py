@@ -196,6 +196,12 @@ def plan(outcomes: dict[str, Any], nodes: dict[str, Node], policy: Optional[dict
                 why = "doctor could not reach the host" if status == UNREACHABLE else \
                     "doctor %s: %s" % (status, ", ".join(failing) or outcome.get("message") or "no check id")
                 drain.append({"node": node, "host": host, "reason": new_reason, "why": why})
+        elif status == ERROR:
+            # Could not judge: a drain hydra wrote stays (the GPU behind an Xid drain may be what makes nvidia-smi
+            # time out now), and an outage of the checker resumes nothing.
+            leave.append({"node": node, "host": host, "why": "doctor error (%s): could not judge, state kept (%s)" % (
+                ", ".join(failing) or outcome.get("message") or "no check id",
+                ", ".join(part for part in (current["state"], reason) if part))})
         elif status in (UNREACHABLE, UNKNOWN):
             leave.append({"node": node, "host": host, "why": "%s (%s): not judged, state kept%s" % (
                 status, outcome.get("message") or "no doctor result",

@@ -63,7 +63,7 @@ def test_error_drains_only_when_asked():
     nodes = {"n1": node("IDLE")}
     plan = slurm.plan({"n1": outcome("error", "gpu.nvlink")}, nodes)
     assert plan["drain"] == []
-    assert plan["leave"] == [{"node": "n1", "host": "n1", "why": "doctor error, in service (IDLE)"}]
+    assert plan["leave"] == [{"node": "n1", "host": "n1", "why": "doctor error (gpu.nvlink): could not judge, state kept (IDLE)"}]
     assert [d["node"] for d in slurm.plan({"n1": outcome("error", "gpu.nvlink")}, nodes, {"drain_on": ["failed", "error"]})["drain"]] == ["n1"]
     assert [d["node"] for d in slurm.plan({"n1": outcome("failed", "gpu.ecc_errors")}, nodes)["drain"]] == ["n1"]
     assert [d["node"] for d in slurm.plan({"n1": outcome("warning")}, nodes, {"drain_on": ["warning"]})["drain"]] == ["n1"]
@@ -74,6 +74,24 @@ def _fleet(statuses):
     """n0..nK: each status with its failing check ids; every node in service."""
     outcomes = dict(("n%d" % i, outcome(status, *checks)) for i, (status, checks) in enumerate(statuses))
     return outcomes, dict((name, node("IDLE")) for name in outcomes)
+
+
+@pytest.mark.parametrize("others, breaker_tripped", [
+    ([("healthy", [])] * 3, False),                  # the GPU behind an Xid 79 drain now makes nvidia-smi time out
+    ([("error", ["gpu.dcgm_diag"])] * 3, True),      # a checker outage: most nodes err, the breaker holds
+])
+def test_error_keeps_a_hydra_drain(others, breaker_tripped):
+    # Review: an ERROR node hydra drained fell through to the resume branch and went back to users.
+    outcomes, nodes = _fleet([("error", ["gpu.inventory"])] + others)
+    nodes["n0"] = node("IDLE+DRAIN", "hydra: gpu.xid_errors")
+    plan = slurm.plan(outcomes, nodes, {"max_fraction": 1})
+    assert plan["breaker"]["tripped"] is breaker_tripped
+    assert plan["resume"] == [] and plan["drain"] == []
+    assert [e["why"] for e in plan["leave"] if e["node"] == "n0"] == [
+        "doctor error (gpu.inventory): could not judge, state kept (IDLE+DRAIN, hydra: gpu.xid_errors)"]
+    # With error in drain_on the node is already drained: the drain is kept as it is.
+    listed = slurm.plan(outcomes, nodes, {"max_fraction": 1, "drain_on": ["failed", "error"]})
+    assert listed["resume"] == [] and "n0" not in [d["node"] for d in listed["drain"]]
 
 
 def test_breaker_a_fleet_wide_checker_error_drains_nothing_even_when_error_drains():
