@@ -276,6 +276,13 @@ def reading_problem(value: Any) -> Optional[str]:
                     return "interconnect nvlink reading of %r: counters of the wrong type" % name
                 if subject.get("down") is not None and not _is_names(subject["down"]):
                     return "interconnect nvlink reading of %r: down links of the wrong type" % name
+                # Links are numbers (the rows and flaps are ordered by them): a name that is not one is no link.
+                for what, links in (("counters of", counters), ("unreadable", subject.get("u", [])),
+                                    ("down", subject.get("down") or [])):
+                    bad = sorted(link for link in links if not (link.isascii() and link.isdigit()))
+                    if bad:
+                        return "interconnect nvlink reading of %r: %s links that are not link numbers (%s)" % (
+                            name, what, ", ".join(repr(link) for link in bad[:3]))
             elif not _counts_ok(counters) or (kind == "ib" and not _is_names(subject.get("sat", []))):
                 return "interconnect %s reading of %r: counters of the wrong type" % (kind, name)
     return None
@@ -620,10 +627,10 @@ def stored(value: Mapping[str, Any]) -> str:
 
 def _restored(host: str, value: Union[str, Mapping[str, Any], None], problems: list[str]) -> Optional[Mapping[str, Any]]:
     """A previous reading, parsed and checked; one that cannot be used is a problem line and no previous reading."""
-    if value is None or isinstance(value, Mapping):
-        return value
+    if value is None:
+        return None
     try:
-        parsed = json.loads(value)
+        parsed = value if isinstance(value, Mapping) else json.loads(value)
     except ValueError as exc:
         problems.append("interconnect: the last reading of %s in the history is not JSON (%s); judged as a first reading" % (host, exc))
         return None

@@ -383,3 +383,29 @@ def test_no_interconnect_reading_no_section():
     report = analyse(fleet.report(), AnalysisOptions())
     assert report["analysis"]["interconnect"] is None
     assert interconnect.analyse_interconnect(report["hosts"], {}) is None
+
+
+@pytest.mark.parametrize("plant, problem", [
+    (lambda gpu: gpu["c"].update(x=gpu["c"].pop("1")), "counters of links that are not link numbers ('x')"),
+    (lambda gpu: gpu.update(u=["x"]), "unreadable links that are not link numbers ('x')"),
+    (lambda gpu: gpu.update(down=["x"]), "down links that are not link numbers ('x')"),
+])
+def test_an_nvlink_reading_with_a_link_that_is_no_number_is_a_first_reading_not_a_crash(tmp_path, plant, problem):
+    # Review: a stored reading naming NVLink "x" passed reading_problem(), then sorted(..., key=int) raised on every
+    # later run: the whole fleet analysis failed.
+    fleet = Fleet(tmp_path)
+    host = fleet.names[0]
+    smi = dict(fleet_factory.recorded_smi("a100-sxm4-v12.xml"), gpus=[
+        dict(fleet_factory.recorded_smi("a100-sxm4-v12.xml")["gpus"][0], **fleet.fleet.hosts[host]["doctor"]["environment"]["gpus"][0])])
+    text = ic.nvlink_text({(1, "Replay Errors"): 2})
+    fleet.run(T0, "2026-11-22T10:00:00+00:00", extra={host: [ic.nvlink_check(smi, T0, text)]})
+    value = json.loads(fleet.snapshots[-1]["hosts"][host]["interconnect"])
+    ((uuid, gpu),) = value["nvlink"]["g"].items()
+    plant(gpu)
+    fleet.snapshots[-1]["hosts"][host]["interconnect"] = interconnect.stored(value)
+    assert history.snapshot_problem(fleet.snapshots[-1]) is None   # the snapshot's shape is right: only its content is not
+    report = fleet.run(T0 + HOUR, "2026-11-22T11:00:00+00:00", extra={host: [ic.nvlink_check(smi, T0 + HOUR, text)]})
+    assert section(report)["hosts"] == {host: "first reading"}
+    assert section(report)["problems"] == [
+        "interconnect: the last reading of %s in the history is unusable (interconnect nvlink reading of %r: %s); judged as "
+        "a first reading" % (host, uuid, problem)]
