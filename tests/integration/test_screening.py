@@ -204,6 +204,14 @@ def test_screen_runs_an_exclusive_job_per_node_and_a_busy_node_is_not_screened(c
     assert screening["never"] == ["gpu-b"] and screening["covered"] is False
     assert "screening: 2 of 3 nodes screened within 7 days; 1 never screened (gpu-b)" in report["analysis"]["problems"]
     schema_validator().validate(report)
+    # ... and in the Markdown and HTML tables and the Prometheus gauges the callback wrote.
+    with open(os.path.join(root, "reports", "fleet-report.md")) as handle:
+        assert "| gpu-b | never | never screened |" in handle.read()
+    with open(os.path.join(root, "reports", "fleet-report.html")) as handle:
+        assert '<tr data-host="gpu-b"><td>gpu-b</td><td>never</td><td>never screened</td></tr>' in handle.read()
+    with open(os.path.join(root, "reports", "fleet-report.prom")) as handle:
+        prom = handle.read()
+    assert 'hydra_node_never_screened{host="gpu-b"} 1' in prom and 'hydra_node_screened_age_seconds{host="gpu-a"} ' in prom
 
     # The next run screens at most one node: the one never screened, now free.
     proc, report = screen_run(root, cluster, program, screen_hosts(root, cluster), os.path.join(root, "reports"),

@@ -88,15 +88,19 @@ def record(store: Mapping[str, Any], screens: Mapping[str, Mapping[str, Any]], n
 def coverage(store: Mapping[str, Any], candidates: Iterable[str], screens: Mapping[str, Mapping[str, Any]],
              max_age_days: float, now: datetime.datetime) -> dict[str, Any]:
     """The report's ``screening`` section: this run's screens, and whether every candidate node was screened within
-    ``max_age_days`` (the store as this run left it): the overdue ones by how long, the never screened."""
+    ``max_age_days`` (the store as this run left it): the overdue ones by how long, the never screened, and each
+    screened node's age (seconds since its last screen, at ``now``: the Prometheus gauge)."""
     nodes = store.get("nodes") or {}
     limit = datetime.timedelta(days=max_age_days)
     overdue, never, within = [], [], 0
+    ages: dict[str, int] = {}
     for host in sorted(set(candidates) | set(nodes)):
         last = _time((nodes.get(host) or {}).get("last_screened"))
         if last is None:
             never.append(host)
-        elif now - last > limit:
+            continue
+        ages[host] = round((now - last).total_seconds())
+        if now - last > limit:
             overdue.append({"host": host, "last_screened": nodes[host]["last_screened"],
                             "overdue_by_s": round((now - last - limit).total_seconds())})
         else:
@@ -109,6 +113,7 @@ def coverage(store: Mapping[str, Any], candidates: Iterable[str], screens: Mappi
         "overdue": overdue,
         "never": never,
         "covered": not overdue and not never,
+        "screened_age_s": ages,
         "screened": sorted(host for host, screen in screens.items() if screen.get("screened")),
         "not_screened": [{"host": host, "reason": screen.get("reason")} for host, screen in sorted(screens.items())
                          if not screen.get("screened")],

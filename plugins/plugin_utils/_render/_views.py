@@ -612,3 +612,72 @@ def interconnect_line(report: Mapping[str, Any]) -> str:
     worst = "; worst: %s %s %s %s" % (breaches[0]["host"], breaches[0]["subject"], breaches[0]["counter"],
                                       _rate_text(breaches[0])[0]) if breaches else ""
     return "Interconnect: %s; %d rate%s over the limit%s" % (", ".join(parts), len(breaches), "" if len(breaches) == 1 else "s", worst)
+
+
+# ---------------------------------------------------------------- screening coverage (_fleet/coverage.py)
+
+COVERAGE_TITLE = "Screening coverage"
+COVERAGE_COLUMNS = (HOSTS_COLUMN, "last screened", "overdue by")
+# Overdue nodes shown one row each, the longest overdue first; the rest are one row, their names collapsed as a large
+# group's are (Markdown: the first names and "+M more"; HTML: <details>), so the table stays short at 10,000 nodes.
+OVERDUE_SHOWN = 20
+
+
+class CoverageRow(NamedTuple):
+    """One row of the coverage table: one node, or a group of them (the never screened, the overdue beyond the first)."""
+
+    hosts: list[str]
+    last_screened: str
+    overdue_by: str
+
+
+def screening(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's ``screening`` section (playbooks/screen.yml runs), {} otherwise."""
+    return report.get("screening") or {}
+
+
+def when(stamp: Optional[str]) -> str:
+    """An ISO time as people read it: "2026-11-22 13:00" (UTC offset dropped; the report's generated_at has it)."""
+    return str(stamp)[:16].replace("T", " ") if stamp else "-"
+
+
+def duration(seconds: float) -> str:
+    """2.5 days, 5.0 h, 12 min."""
+    if seconds >= 86400:
+        return "%.1f days" % (seconds / 86400.0)
+    if seconds >= 3600:
+        return "%.1f h" % (seconds / 3600.0)
+    return "%d min" % round(seconds / 60.0)
+
+
+def coverage_line(report: Mapping[str, Any]) -> str:
+    """One sentence: how many nodes were screened within N days, how many are overdue or never screened ("" without
+    a screening section)."""
+    section = screening(report)
+    if not section:
+        return ""
+    text = "%d of %s screened within %g days" % (section["within"], plural_of(section["nodes"], "node"), section["max_age_days"])
+    if section["overdue"]:
+        worst = section["overdue"][0]
+        text += "; %d overdue (longest: %s by %s)" % (len(section["overdue"]), worst["host"], duration(worst["overdue_by_s"]))
+    if section["never"]:
+        text += "; %d never screened" % len(section["never"])
+    if section["covered"]:
+        text += ": every node is covered"
+    return "Screening: " + text
+
+
+def coverage_rows(report: Mapping[str, Any]) -> list[CoverageRow]:
+    """The nodes not covered: the never screened (one row), then the overdue longest first, OVERDUE_SHOWN one row each
+    and the rest one row (the range of their last screens and of how long they are overdue)."""
+    section = screening(report)
+    rows: list[CoverageRow] = []
+    if section.get("never"):
+        rows.append(CoverageRow(list(section["never"]), "never", "never screened"))
+    overdue = section.get("overdue") or []
+    rows.extend(CoverageRow([o["host"]], when(o["last_screened"]), duration(o["overdue_by_s"])) for o in overdue[:OVERDUE_SHOWN])
+    rest = overdue[OVERDUE_SHOWN:]
+    if rest:  # longest overdue first: rest[0] was screened earliest
+        rows.append(CoverageRow([o["host"] for o in rest], "%s to %s" % (when(rest[0]["last_screened"]), when(rest[-1]["last_screened"])),
+                                "%s to %s" % (duration(rest[-1]["overdue_by_s"]), duration(rest[0]["overdue_by_s"]))))
+    return rows

@@ -227,6 +227,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     yield from _placement(report)
     yield from _interconnect(report)
     yield from _fabric(report)
+    yield from _coverage(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -385,6 +386,21 @@ def _fabric(report: Mapping[str, Any]) -> Iterator[str]:
     yield from _table(["round", "stage", "group", "purpose", "members", "bus bandwidth", "floor", "verdict"], (
         (' data-group="%s"' % esc(g), [_td(n, True), _td(st), _td(g), _td(pu), _td(m), _td(b, True), _td(f, True), _td(v)])
         for n, st, g, pu, m, b, f, v in fabric_views.round_rows(report)), "fabric-rounds-table")
+    yield "</section>\n"
+
+
+def _coverage(report: Mapping[str, Any]) -> Iterator[str]:
+    """Screening coverage (playbooks/screen.yml): the nodes never screened, then the overdue, longest first; a group
+    of many nodes has its names in a <details>."""
+    line = views.coverage_line(report)
+    if not line:
+        return
+    yield '<section id="screening"><h2>%s</h2>\n<p>%s.</p>\n' % (esc(views.COVERAGE_TITLE), esc(line))
+    rows = views.coverage_rows(report)
+    if rows:
+        yield from _table(list(views.COVERAGE_COLUMNS), (
+            (' data-host="%s"' % esc(r.hosts[0]) if len(r.hosts) == 1 else ' data-hosts="%d" class="group"' % len(r.hosts),
+             ["<td>%s</td>" % _host_list(r.hosts), _td(r.last_screened), _td(r.overdue_by)]) for r in rows), "coverage-table")
     yield "</section>\n"
 
 

@@ -136,6 +136,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     yield from _placement(report)
     yield from _interconnect(report)
     yield from _fabric(report)
+    yield from _coverage(report)
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
@@ -294,6 +295,17 @@ def _fabric(report: Mapping[str, Any]) -> Iterator[str]:
         yield from _table(["isolated host", "rounds", "proof"], ([md(h), md(r), md(p)] for h, r, p in isolated))
     yield from _table(["round", "stage", "group", "purpose", "members", "bus bandwidth", "floor", "verdict"], (
         [md(str(n)), md(st), md(g), md(pu), md(m), md(b), md(f), md(v)] for n, st, g, pu, m, b, f, v in fabric_views.round_rows(report)))
+
+
+def _coverage(report: Mapping[str, Any]) -> Iterator[str]:
+    """Screening coverage (playbooks/screen.yml): the nodes never screened, then the overdue, longest first."""
+    line = views.coverage_line(report)
+    if not line:
+        return
+    yield "## %s\n\n%s.\n\n" % (views.COVERAGE_TITLE, md(line, cell=False, line_start=True))
+    rows = views.coverage_rows(report)
+    if rows:
+        yield from _table(list(views.COVERAGE_COLUMNS), ([_hosts(r.hosts), md(r.last_screened), md(r.overdue_by)] for r in rows))
 
 
 def _workloads(report: Mapping[str, Any]) -> Iterator[str]:

@@ -188,6 +188,23 @@ def _fabric_families(report: Mapping[str, Any]) -> list[tuple[str, str, Iterable
     ]
 
 
+def _screening_families(section: Mapping[str, Any]) -> list[tuple[str, str, Iterable[Sample]]]:
+    """Screening coverage (playbooks/screen.yml, docs/screening.md): each node's age since its last screen, the overdue
+    ones by how long, the never screened, the window; nothing outside screening runs."""
+    if not section:
+        return []
+    return [
+        ("screening_max_age_seconds", "The coverage window: every node should be screened within this many seconds.",
+         [([], section["max_age_days"] * 86400.0)]),
+        ("node_screened_age_seconds", "Seconds since the node was last screened (a screening job ran and judged it), at the "
+         "report's time; a node never screened has no series.",
+         (([("host", host)], age) for host, age in sorted((section.get("screened_age_s") or {}).items()))),
+        ("node_screening_overdue_seconds", "How long past the coverage window the node's last screen is (overdue nodes only).",
+         (([("host", o["host"])], o["overdue_by_s"]) for o in section["overdue"])),
+        ("node_never_screened", "1 for a node the screening store has no screen of.", (([("host", h)], 1) for h in section["never"])),
+    ]
+
+
 def render(report: Mapping[str, Any]) -> Iterator[str]:
     """The textfile in pieces."""
     analysis = views.analysis(report)
@@ -232,6 +249,7 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
                           for g in entry["gpus"] if g["score"] is not None)))
     families.extend(_interconnect_families(views.interconnect(report)))
     families.extend(_fabric_families(report))
+    families.extend(_screening_families(views.screening(report)))
     history = analysis.get("history") or {}
     if history:
         families.append(("repeat_offender_runs", "Runs of the retained history in which this GPU or host failed.",
