@@ -12,8 +12,8 @@ Idle means no GPU compute process and, on a SLURM node, no job holding the node.
 - SLURM: ``squeue -w <node> -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING`` (slurm.py). A job's own processes
   (``SLURM_JOB_ID``: the screening job itself) do not make its node busy.
 
-What cannot be read is said, never taken for idle: read_idle() puts it in ``unconfirmed``, and a caller that finds
-anything there must not load the node.
+What cannot be read is said, never taken for idle: read_idle() puts it in ``unconfirmed`` (a tool that fails, a
+process line nvidia-smi could not read), and a caller that finds anything there must not load the node.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -28,6 +28,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host import comma
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import compute_apps
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines, describe
 from ansible_collections.continuum.hydra.plugins.module_utils._host.slurm import node_jobs_args, parse_node_jobs
 
 KFD_PROC_DIR = "/sys/class/kfd/kfd/proc"
@@ -40,6 +41,7 @@ NO_CLUSTER = "Could not establish a configuration source"
 Reading = dict[str, Any]  # read_idle(): {gpu_processes, slurm, unconfirmed}
 DEFAULT_TIMEOUT_S = 30.0  # each of guard()'s reads (nvidia-smi, the KFD tree, squeue), for callers without their own
 FORCE_HINT = "force: true loads it anyway"
+NVIDIA_APPS = "nvidia-smi --query-compute-apps"  # how the unconfirmed lines name the NVIDIA reading
 
 
 def node_name(given: Optional[str], environ: Optional[Mapping[str, str]] = None) -> str:
@@ -48,10 +50,11 @@ def node_name(given: Optional[str], environ: Optional[Mapping[str, str]] = None)
     return given or environ.get(SLURM_NODE_ENV) or socket.gethostname().split(".")[0]
 
 
-def nvidia_processes(binary: str, timeout: float) -> list[dict[str, Any]]:
-    """Each NVIDIA compute process as {pid, gpu, used_memory_mib, source}; ProbeError when nvidia-smi cannot list them."""
+def nvidia_processes(binary: str, timeout: float, bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
+    """Each NVIDIA compute process as {pid, gpu, used_memory_mib, source}; ProbeError when nvidia-smi cannot list them.
+    A process line it could not read (its pid ``[Insufficient Permissions]``) is counted in ``bad``."""
     return [{"pid": app["pid"], "gpu": app["gpu_uuid"], "used_memory_mib": app["used_memory_mib"], "source": "nvidia-smi"}
-            for app in compute_apps.read_compute_apps(binary, timeout)]
+            for app in compute_apps.read_compute_apps(binary, timeout, bad)]
 
 
 def kfd_processes(timeout: float, proc_dir: str = KFD_PROC_DIR) -> list[dict[str, Any]]:
@@ -92,14 +95,17 @@ def read_idle(nvidia_smi: Optional[str], timeout: float, node: Optional[str] = N
     own_job = own_job if own_job is not None else environ.get(SLURM_JOB_ENV)
     unconfirmed: list[str] = []
     processes: list[dict[str, Any]] = []
+    bad = BadLines()
     readers = [("AMD KFD processes", lambda: kfd_processes(timeout, kfd_dir))]
     if nvidia_smi:
-        readers.insert(0, ("nvidia-smi --query-compute-apps", lambda: nvidia_processes(nvidia_smi, timeout)))
+        readers.insert(0, (NVIDIA_APPS, lambda: nvidia_processes(nvidia_smi, timeout, bad)))
     for what, reader in readers:
         try:
             processes += [proc for proc in reader() if proc["pid"] != os.getpid()]
         except (ProbeError, ProbeAbsent) as exc:
             unconfirmed.append("%s: %s" % (what, exc))
+    if bad:  # a process nvidia-smi lists but cannot name is not "no process"
+        unconfirmed.append("%s: %s: a process it cannot read may hold a GPU" % (NVIDIA_APPS, describe(bad.as_dict(), "process line")))
     slurm = None
     name = node_name(node, environ)
     try:
@@ -148,7 +154,7 @@ def guard(node: Optional[str] = None, force: bool = False, nvidia_smi_path: Opti
     except ProbeAbsent:
         binary = None
     except ProbeError as exc:
-        unconfirmed.append("nvidia-smi --query-compute-apps: %s" % exc)
+        unconfirmed.append("%s: %s" % (NVIDIA_APPS, exc))
     name = node_name(node, environ)
     reading = read_idle(binary, timeout, name, squeue_path=squeue_path, kfd_dir=kfd_dir, environ=environ)
     reading["unconfirmed"] = unconfirmed + reading["unconfirmed"]

@@ -7,6 +7,12 @@ One line per process and GPU it holds memory on, e.g. ``41234, GPU-5d2e..., 1024
 ``[N/A]`` (or ``[Insufficient Permissions]``) where the driver does not report it (containers, MIG without
 accounting): such a process is still listed, with None. No process: empty output.
 
+nvidia-smi writes such a bracketed token in any field of a CSV query it cannot read for the caller: an unprivileged
+container on a MIG A100 got ``[Insufficient Permissions]`` for ``memory.*`` (Stability-AI/StableSwarmUI#388), and
+``--query-compute-apps`` rows restricted by permissions are known to exporters that parse it
+(utkuozdemir/nvidia_gpu_exporter#438). A line of the three fields whose pid is such a token is a process nvidia-smi
+could not read, not "no process": it is a bad line (counted in ``bad``), so the idle guard never takes it for idle.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
@@ -16,15 +22,17 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import first_line
-from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines, parse_lines
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLine, BadLines, parse_lines
 
 QUERY = "--query-compute-apps=pid,gpu_uuid,used_memory"
 
 
 def _app_line(line: str) -> Optional[dict[str, Any]]:
     parts = [part.strip() for part in line.split(",")]
-    if len(parts) != 3 or not parts[0].isdigit():
+    if len(parts) != 3:
         return None
+    if not parts[0].isdigit():
+        raise BadLine("pid %r is not a process id" % parts[0][:40])
     memory = parts[2].split()[0] if parts[2] else ""
     return {"pid": int(parts[0]), "gpu_uuid": parts[1] or None,
             "used_memory_mib": int(memory) if memory.isdigit() else None}
@@ -32,7 +40,7 @@ def _app_line(line: str) -> Optional[dict[str, Any]]:
 
 def parse_compute_apps(text: str, bad: Optional[BadLines] = None) -> list[dict[str, Any]]:
     """CSV lines -> [{pid, gpu_uuid, used_memory_mib (int or None)}]; a line that is not one is skipped, one of
-    the form that cannot be read (a 5,000-digit pid) counted in ``bad``.
+    the form that cannot be read (a 5,000-digit pid, a pid nvidia-smi could not read) counted in ``bad``.
 
     A process on several GPUs has one entry per GPU.
     """

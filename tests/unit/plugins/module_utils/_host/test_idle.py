@@ -106,3 +106,19 @@ def test_the_guard_never_takes_what_it_could_not_read_for_idle(tmp_path):
     assert held["occupants"] == [] and len(held["unconfirmed"]) == 2
     assert held["refused"].startswith("cannot confirm the node is idle: nvidia-smi --query-compute-apps: nvidia_smi_path ")
     assert "Invalid node name node9" in held["refused"] and held["refused"].endswith("; force: true loads it anyway")
+
+
+def test_a_process_line_nvidia_smi_could_not_read_leaves_the_node_unconfirmed_not_idle(tmp_path):
+    # The documented compute-apps line with its pid field as nvidia-smi prints a field the caller may not read
+    # (gpus/compute_apps.py cites real outputs): unreadable is not idle.
+    smi = _script(tmp_path, "nvidia-smi", "echo '[Insufficient Permissions], GPU-5d2e8c4a-6a1f-2b7c-9d3e-0f1a2b3c4d5e, [N/A]'\n")
+    squeue = _squeue(tmp_path)
+    reading = idle.read_idle(smi, 5, "node2", own_job="", squeue_path=squeue, kfd_dir=str(tmp_path / "no-kfd"), environ={})
+    assert reading["gpu_processes"] == []
+    assert reading["unconfirmed"] == [
+        "nvidia-smi --query-compute-apps: 1 unreadable process line skipped (line 1: pid '[Insufficient Permissions]' is "
+        "not a process id): a process it cannot read may hold a GPU"]
+    held = idle.guard("node2", nvidia_smi_path=smi, squeue_path=squeue, kfd_dir=str(tmp_path / "no-kfd"), environ={})
+    assert held["refused"].startswith("cannot confirm the node is idle: nvidia-smi --query-compute-apps: 1 unreadable ")
+    assert idle.guard("node2", force=True, nvidia_smi_path=smi, squeue_path=squeue, kfd_dir=str(tmp_path / "no-kfd"),
+                      environ={})["refused"] is None

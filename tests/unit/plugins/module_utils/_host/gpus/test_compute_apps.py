@@ -48,3 +48,15 @@ def test_read_runs_the_query_and_names_a_failure(tmp_path):
     bad = _fake(tmp_path, 'echo "NVIDIA-SMI has failed because it couldn\'t communicate with the NVIDIA driver" >&2; exit 9\n')
     with pytest.raises(ProbeError, match="rc 9: NVIDIA-SMI has failed"):
         compute_apps.read_compute_apps(bad, 5)
+
+
+def test_a_process_line_whose_pid_nvidia_smi_could_not_read_is_counted_not_dropped():
+    # nvidia-smi writes a bracketed token where it cannot read a field ([N/A]; [Insufficient Permissions] for what the
+    # caller may not see: an unprivileged container, another user's process). A process line without a readable pid is
+    # still a process on a GPU: a bad line, counted, never "not a line" (which would make the node look idle).
+    planted = LISTING.replace("50001,", "[Insufficient Permissions],").replace("41234, GPU-7f00", "[N/A], GPU-7f00")
+    bad = BadLines()
+    apps = compute_apps.parse_compute_apps(planted, bad)
+    assert [app["pid"] for app in apps] == [41234]
+    assert bad.count == 2 and bad.sample[1]["error"] == "pid '[Insufficient Permissions]' is not a process id"
+    assert compute_apps.parse_compute_apps("No running processes found\n", bad) == [] and bad.count == 2
