@@ -41,14 +41,6 @@ def empty() -> dict[str, Any]:
     return {"version": STORE_VERSION, "nodes": {}}
 
 
-def _time(text: Any) -> Optional[datetime.datetime]:
-    try:
-        stamp = datetime.datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=datetime.timezone.utc)
-
-
 def check_settings(max_nodes: Any, max_age_days: Any) -> None:
     if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
         raise CoverageError("max_nodes: %r is not a whole number >= 1" % (max_nodes,))
@@ -63,7 +55,7 @@ def order(candidates: Iterable[str], store: Mapping[str, Any]) -> list[dict[str,
     nodes = store.get("nodes") or {}
     rows = [{"host": host, "last_screened": (nodes.get(host) or {}).get("last_screened")} for host in sorted(set(candidates))]
     epoch = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-    return sorted(rows, key=lambda row: (_time(row["last_screened"]) or epoch, row["host"]))
+    return sorted(rows, key=lambda row: (state_files.parse_time(row["last_screened"]) or epoch, row["host"]))
 
 
 def choose(candidates: Iterable[str], store: Mapping[str, Any], max_nodes: int) -> list[str]:
@@ -95,7 +87,7 @@ def coverage(store: Mapping[str, Any], candidates: Iterable[str], screens: Mappi
     overdue, never, within = [], [], 0
     ages: dict[str, int] = {}
     for host in sorted(set(candidates) | set(nodes)):
-        last = _time((nodes.get(host) or {}).get("last_screened"))
+        last = state_files.parse_time((nodes.get(host) or {}).get("last_screened"))
         if last is None:
             never.append(host)
             continue
@@ -146,7 +138,7 @@ def store_problem(store: Any) -> Optional[str]:
     if not isinstance(store, dict) or store.get("version") != STORE_VERSION or not isinstance(store.get("nodes"), dict):
         return "not a screening store of version %d" % STORE_VERSION
     for host, entry in store["nodes"].items():
-        if not isinstance(entry, dict) or (entry.get("last_screened") is not None and _time(entry["last_screened"]) is None):
+        if not isinstance(entry, dict) or (entry.get("last_screened") is not None and state_files.parse_time(entry["last_screened"]) is None):
             return "node %r: %r is not a record with a last_screened time" % (host, entry)
     return None
 

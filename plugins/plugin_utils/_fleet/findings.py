@@ -110,7 +110,7 @@ def _new(host: str, chk: Mapping[str, Any], gpu: Optional[Mapping[str, Any]], bo
 
 def _repeated(finding: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """Level 3 for an interconnect finding seen REPEAT_EVENTS times within REPEAT_WINDOW; None otherwise."""
-    times = [t for t in (_parse_time(x) for x in finding.get("sightings") or []) if t is not None][-REPEAT_EVENTS:]
+    times = [t for t in (state_files.parse_time(x) for x in finding.get("sightings") or []) if t is not None][-REPEAT_EVENTS:]
     if len(times) < REPEAT_EVENTS or times[-1] - times[0] > REPEAT_WINDOW:
         return None
     return {"level": max(LADDER), "action": "drain the host and replace the cable, transceiver or card of %s (open a ticket "
@@ -138,19 +138,11 @@ def escalation(finding: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     return {"level": level, "action": action, "why": why}
 
 
-def _parse_time(text: Any) -> Optional[datetime.datetime]:
-    try:
-        when = datetime.datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
-
-
 def _expired(finding: Mapping[str, Any], now: Optional[datetime.datetime]) -> bool:
     ack = finding.get("acknowledged")
     if finding.get("open") or not isinstance(ack, dict) or now is None:
         return False
-    acked = _parse_time(ack.get("at"))
+    acked = state_files.parse_time(ack.get("at"))
     return acked is not None and now - acked > datetime.timedelta(days=CLOSED_KEEP_DAYS)
 
 
@@ -192,12 +184,12 @@ def update(previous: Mapping[str, Any], report: Mapping[str, Any], now: Optional
         finding["last_seen"] = now
         finding["times_seen"] = int(finding.get("times_seen") or 0) + 1
     _interconnect(findings, report, now)
-    clock = _parse_time(now)
+    clock = state_files.parse_time(now)
     kept = [f for f in findings.values() if not _expired(f, clock)]
     for finding in kept:
         finding["escalation"] = escalation(finding)
     run = {"at": now, "opened": sum(1 for key, f in findings.items() if f.get("open") and key not in was_open),
-           "closed": _closed_since(kept, _parse_time(previous.get("updated_at"))),
+           "closed": _closed_since(kept, state_files.parse_time(previous.get("updated_at"))),
            "open": sum(1 for f in kept if f.get("open"))}
     return {"schema_version": STORE_SCHEMA_VERSION, "kind": STORE_KIND, "updated_at": now, "findings": _ordered(kept),
             "runs": (list(previous.get("runs") or []) + [run])[-RUNS_KEPT:]}
@@ -208,7 +200,7 @@ def _closed_since(findings: Iterable[Mapping[str, Any]], since: Optional[datetim
     count = 0
     for finding in findings:
         ack = finding.get("acknowledged")
-        when = _parse_time(ack.get("at")) if isinstance(ack, dict) and not finding.get("open") else None
+        when = state_files.parse_time(ack.get("at")) if isinstance(ack, dict) and not finding.get("open") else None
         if when is not None and (since is None or when > since):
             count += 1
     return count
@@ -312,7 +304,7 @@ def _is_count(value: Any) -> bool:
 
 
 def _is_time(value: Any) -> bool:
-    return isinstance(value, str) and _parse_time(value) is not None
+    return isinstance(value, str) and state_files.parse_time(value) is not None
 
 
 def _is_text(value: Any) -> bool:

@@ -20,13 +20,14 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import contextlib
+import datetime
 import fcntl
 import json
 import os
 import stat
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError, call_with_timeout
 
@@ -103,6 +104,15 @@ def read_text(path: str, timeout: float = READ_TIMEOUT_S) -> str:
         return call_with_timeout(read, timeout, "read(%s)" % path)
     except ProbeError as exc:  # the deadline (call_with_timeout's only own error)
         raise ReadTimedOut(str(exc)) from None
+
+
+def parse_time(text: Any) -> Optional[datetime.datetime]:
+    """A time a state file keeps (ISO 8601; UTC when it names no zone) as an aware datetime; None when it is not one."""
+    try:
+        when = datetime.datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=datetime.timezone.utc)
 
 
 def json_text(value: Any, indent: int = 1) -> Iterator[str]:

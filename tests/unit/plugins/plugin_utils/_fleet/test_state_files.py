@@ -2,6 +2,7 @@
 what is not a regular file is refused at once; the findings store is left whole when this run is locked out."""
 
 import datetime
+import inspect
 import json
 import os
 import signal
@@ -10,7 +11,7 @@ import subprocess
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import findings, state_files
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import coverage, findings, state_files
 
 
 @pytest.fixture
@@ -108,3 +109,12 @@ def test_json_text_is_json_dumps_in_pieces():
     assert len(pieces) > 1 and all(len(p) < 2 * state_files.PIECE_CHARS for p in pieces)
     assert "".join(pieces) == json.dumps(value, indent=1, sort_keys=True) + "\n"
     assert "".join(state_files.json_text([], indent=2)) == "[]\n"
+
+
+def test_a_stored_time_is_read_one_way_for_every_store():
+    # The findings store and screening.json keep ISO 8601 times; both read them through parse_time, no copy of it.
+    utc = datetime.timezone.utc
+    assert state_files.parse_time("2026-11-26T12:00:00") == datetime.datetime(2026, 11, 26, 12, 0, tzinfo=utc)
+    assert state_files.parse_time("2026-11-26T13:00:00+01:00") == datetime.datetime(2026, 11, 26, 12, 0, tzinfo=utc)
+    assert [state_files.parse_time(value) for value in ("yesterday", None, 5, "2026-13-01T00:00:00")] == [None] * 4
+    assert "fromisoformat" not in inspect.getsource(coverage) + inspect.getsource(findings)
