@@ -41,6 +41,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._host.ib_counters import counter_max
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 from ansible_collections.continuum.hydra.plugins.module_utils._results import gpu_name
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, WARN, severity
 
@@ -184,12 +185,25 @@ def _ib_reading(details: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     return dict({"t": time, "p": ports}, **({"cut": True} if cut else {}))
 
 
+def _gpu_key(gpu: Mapping[str, Any]) -> Optional[str]:
+    """What a GPU of the NVLink reading is stored under: its UUID, else its PCI address (a GPU that `nvidia-smi nvlink
+    -e` named by bus id and nvidia-smi did not list)."""
+    if gpu.get("uuid"):
+        return str(gpu["uuid"])
+    return str(gpu["pci_bus_id"]) if pci_key(gpu.get("pci_bus_id")) else None
+
+
 def _nvlink_reading(details: Mapping[str, Any], states: Optional[Mapping[str, Any]]) -> Optional[dict[str, Any]]:
-    down_by_uuid = dict((g.get("uuid"), sorted(str(n) for n in g.get("inactive") or []))
-                        for g in (states or {}).get("gpus") or [] if isinstance(g, Mapping) and g.get("uuid"))
+    down_of: dict[str, list[str]] = {}
+    for state in (states or {}).get("gpus") or []:
+        if isinstance(state, Mapping):
+            for key in (state.get("uuid"), pci_key(state.get("pci_bus_id"))):
+                if key:
+                    down_of.setdefault(str(key), sorted(str(n) for n in state.get("inactive") or []))
     gpus: dict[str, Any] = {}
     for gpu in details.get("readings") or []:
-        if not isinstance(gpu, Mapping) or not gpu.get("uuid") or len(gpus) == MAX_GPUS:
+        key = _gpu_key(gpu) if isinstance(gpu, Mapping) else None
+        if key is None or len(gpus) == MAX_GPUS:
             continue
         families: dict[str, dict[str, int]] = {}
         for link, counters in (gpu.get("errors") or {}).items():
@@ -197,9 +211,10 @@ def _nvlink_reading(details: Mapping[str, Any], states: Optional[Mapping[str, An
                 family = NVLINK_FAMILIES.get(name)
                 if family and _count(value) and value:
                     families.setdefault(str(link), {})[family] = families.get(str(link), {}).get(family, 0) + value
-        unreadable = sorted(set(str(key).split()[1] for key in gpu.get("unreadable") or {} if len(str(key).split()) > 2))
-        gpus[str(gpu["uuid"])] = _compact({"i": gpu.get("index"), "n": len(gpu.get("links") or []), "c": families, "u": unreadable,
-                                           "down": down_by_uuid.get(gpu["uuid"])}, keep=("down",))
+        unreadable = sorted(set(str(what).split()[1] for what in gpu.get("unreadable") or {} if len(str(what).split()) > 2))
+        down = next((down_of[k] for k in (key, pci_key(gpu.get("pci_bus_id"))) if k in down_of), None)
+        gpus[key] = _compact({"i": gpu.get("index"), "n": len(gpu.get("links") or []), "c": families, "u": unreadable,
+                              "down": down}, keep=("down",))
     time = _time(details.get("read_at"))
     return {"t": time, "g": gpus} if time is not None else None
 
@@ -221,9 +236,9 @@ def _aer_reading(details: Mapping[str, Any]) -> Optional[dict[str, Any]]:
 def reading(entry: Mapping[str, Any]) -> Optional[dict[str, Any]]:
     """The compact interconnect reading of one host entry of the report (what the history keeps); None without one.
 
-    {boot, drv, lim: {threshold key: value}, ib: {t, p: {"dev/port": {s, r, fw, c, u, sat}}}, nvlink: {t, g: {uuid:
-    {i, n, c: {link: {family: count}}, u, down}}}, aer: {t, d: {address: {k, g, nm, c, u}}}}: only non-zero judged
-    counters are kept (a judged counter a reading does not name read 0), unreadable ones are named.
+    {boot, drv, lim: {threshold key: value}, ib: {t, p: {"dev/port": {s, r, fw, c, u, sat}}}, nvlink: {t, g: {uuid
+    (else PCI address): {i, n, c: {link: {family: count}}, u, down}}}, aer: {t, d: {address: {k, g, nm, c, u}}}}: only
+    non-zero judged counters are kept (a judged counter a reading does not name read 0), unreadable ones are named.
     """
     checks = _checks(entry)
     doctor: Mapping[str, Any] = entry["doctor"] if isinstance(entry.get("doctor"), Mapping) else {}
@@ -331,9 +346,11 @@ def _values(kind: str, subject: Mapping[str, Any]) -> Iterable[tuple[str, str, i
         yield "", name, subject.get("c", {}).get(key, 0), key in unreadable
 
 
-def _gpu_subject(uuid: str, gpu: Mapping[str, Any]) -> str:
-    """A GPU of the NVLink reading (keyed by UUID, its index under "i") as every format names it (_results.gpu_name)."""
-    return gpu_name({"index": gpu.get("i"), "uuid": uuid})
+def _gpu_subject(key: str, gpu: Mapping[str, Any]) -> str:
+    """A GPU of the NVLink reading (keyed by _gpu_key(), its index under "i") as every format names it
+    (_results.gpu_name)."""
+    by_address = pci_key(key) is not None
+    return gpu_name({"index": gpu.get("i"), "uuid": None if by_address else key, "pci_bus_id": key if by_address else None})
 
 
 def _label(kind: str, name: str, subject: Mapping[str, Any]) -> str:

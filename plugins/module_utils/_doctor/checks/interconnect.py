@@ -19,7 +19,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
-from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_name, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_OK, SKIP, WARN
 
 # The thresholds each check hands to the fleet report, by the hydra_expect key that sets them (each key named in an
@@ -105,6 +105,13 @@ def ib_counters(probes: Probes, expect: Expect) -> Finding:
 
 # ---------------------------------------------------------------- NVLink
 
+def _identities(gpu: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """What a GPU is known by, surest first: UUID, PCI address (`nvidia-smi nvlink -e` names a GPU by its bus id on
+    recent drivers), index; only the ones the record has."""
+    found = [("uuid", gpu.get("uuid")), ("pci", pci_key(gpu.get("pci_bus_id"))), ("index", gpu.get("index"))]
+    return [(kind, value) for kind, value in found if value is not None and value != ""]
+
+
 @check("gpu.nvlink_errors", "NVLink error counters", requires=("nvidia_smi", "nvlink_errors"))
 def nvlink_errors(probes: Probes, expect: Expect) -> Finding:
     """Reads the NVLink error counters of every GPU and link (NVML: replay, recovery, CRC flit, CRC data; else
@@ -120,18 +127,20 @@ def nvlink_errors(probes: Probes, expect: Expect) -> Finding:
     if problem:
         return finding(ERROR, problem, remediation="Set the hydra_expect value to a number >= 0.")
     data = probes["nvlink_errors"]["data"]
-    known = dict((g.get("uuid"), g) for g in probes["nvidia_smi"]["data"]["gpus"])
-    by_index = dict((g.get("index"), g) for g in probes["nvidia_smi"]["data"]["gpus"])
+    known: dict[tuple[str, Any], Mapping[str, Any]] = {}
+    for smi_gpu in probes["nvidia_smi"]["data"]["gpus"]:
+        for identity in _identities(smi_gpu):
+            known.setdefault(identity, smi_gpu)
     readings: list[dict[str, Any]] = []
     problems: list[dict[str, Any]] = []
     named: list[tuple[str, Mapping[str, int]]] = []
     for linked in data["gpus"]:
-        gpu = known.get(linked.get("uuid")) or by_index.get(linked.get("index")) or linked
+        gpu = next((known[identity] for identity in _identities(linked) if identity in known), linked)
         ref = gpu_ref(gpu)
         errors = dict((link, dict((k, v) for k, v in counters.items() if v)) for link, counters in linked["links"].items())
         readings.append(dict(ref, links=sorted(linked["links"], key=int),
                              errors=dict((link, c) for link, c in errors.items() if c), unreadable=linked["unreadable"]))
-        named.extend(("GPU %s NVLink %s" % (ref["index"], link), c) for link, c in errors.items())
+        named.extend(("%s NVLink %s" % (gpu_name(ref), link), c) for link, c in errors.items())
         if linked["unreadable"]:
             problems.append(dict(ref, unreadable=linked["unreadable"]))
     details = {"read_at": data["read_at"], "source": data["source"], "readings": readings, "thresholds": limits,
@@ -139,8 +148,8 @@ def nvlink_errors(probes: Probes, expect: Expect) -> Finding:
     summary = _lifetime(_nonzero(named), "%d GPU(s) read (%s)" % (len(readings), data["source"]))
     if problems:
         first = problems[0]
-        message = "counters unreadable on %d GPU(s): GPU %s %s; %s" % (
-            len(problems), first["index"], ", ".join(sorted(first["unreadable"])[:NAMED]), summary)
+        message = "counters unreadable on %d GPU(s): %s %s; %s" % (
+            len(problems), gpu_name(first), ", ".join(sorted(first["unreadable"])[:NAMED]), summary)
         return finding(WARN, message, details,
                        "Read the counters by hand (`nvidia-smi nvlink -e -i <index>`): unreadable is not zero.")
     return finding(PASS, summary, details)

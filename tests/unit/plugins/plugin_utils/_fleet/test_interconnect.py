@@ -4,6 +4,7 @@ changes are planted in the copies between runs, and the fleet analysis (with the
 runs it) is asserted exactly."""
 
 import json
+import re
 
 import pytest
 
@@ -409,3 +410,30 @@ def test_an_nvlink_reading_with_a_link_that_is_no_number_is_a_first_reading_not_
     assert section(report)["problems"] == [
         "interconnect: the last reading of %s in the history is unusable (interconnect nvlink reading of %r: %s); judged as "
         "a first reading" % (host, uuid, problem)]
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_nvlink_counters_of_a_gpu_named_by_its_bus_id_are_judged(tmp_path, listed):
+    # Review: `nvidia-smi nvlink -e` naming a GPU by bus id ("GPU 00000000:01:00.0", recent drivers) left the stored
+    # reading empty ({'g': {}}): that GPU's NVLink errors were never judged. It is matched to nvidia-smi's GPU by PCI
+    # address; a GPU nvidia-smi does not list is kept under its address.
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvlink_errors import parse_nvlink_errors
+    from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines
+    fleet = Fleet(tmp_path)
+    host = fleet.names[0]
+    base = fleet_factory.recorded_smi("a100-sxm4-v12.xml")
+    smi = dict(base, gpus=[dict(base["gpus"][0], **fleet.fleet.hosts[host]["doctor"]["environment"]["gpus"][0])])
+    address = smi["gpus"][0]["pci_bus_id"].lower() if listed else "00000000:b8:00.0"
+
+    def run(when, stamp, text):
+        text, n = re.subn(r"^GPU 0: .*$", "GPU %s" % address, text, flags=re.M)
+        assert n == 1
+        bad = BadLines()
+        data = {"source": "nvidia-smi", "read_at": when, "gpus": parse_nvlink_errors(text, bad), "bad_lines": bad.as_dict()}
+        return fleet.run(when, stamp, extra={host: [ic.judge("gpu.nvlink_errors", nvidia_smi=ic.ok(smi), nvlink_errors=ic.ok(data))]})
+
+    run(T0, "2026-11-22T10:00:00+00:00", ic.nvlink_text())
+    report = run(T0 + HOUR, "2026-11-22T11:00:00+00:00", ic.nvlink_text({(1, "Replay Errors"): 2}))
+    named = "GPU 0 %s" % smi["gpus"][0]["uuid"] if listed else "GPU at 00000000:b8:00.0"
+    assert [(r["subject"], r["counter"], r["delta"], r["status"]) for r in section(report)["rates"] if r["kind"] == "nvlink"] == [
+        ("%s NVLink 1" % named, "replay_recovery", 2, FAIL)]

@@ -3,6 +3,8 @@
 import re
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvlink_errors import parse_nvlink_errors
+from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
 from ansible_collections.continuum.hydra.tests.support import interconnect as ic
 from ansible_collections.continuum.hydra.tests.support.envelopes import ok
@@ -51,11 +53,48 @@ def test_ib_counters_warns_on_saturated_and_unreadable_counters_and_errors_on_a_
 def test_nvlink_errors_names_the_gpu_and_link_of_a_lifetime_count():
     smi = parse_nvidia_smi(read_fixture("nvidia-smi", "rtx-3080-v13.xml"))
     record = ic.nvlink_check(smi, T, ic.nvlink_text({(17, "CRC Errors"): 5}))
-    assert record["status"] == PASS and record["message"].endswith("GPU 0 NVLink 17 crc_errors 5")
+    assert record["status"] == PASS and record["message"].endswith(
+        "GPU 0 00000000:0C:00.0 GPU-19d6d965-2acc-f646-00f8-4c76979aabb4 NVLink 17 crc_errors 5")
     (reading,) = record["details"]["readings"]
     assert reading["links"] == ["0", "1", "17"] and reading["errors"] == {"17": {"crc_errors": 5}}
     assert record["details"]["thresholds"] == {"nvlink_crc_errors_per_second": 100, "nvlink_replay_recovery_max": 0,
                                                "interconnect_clean_runs": 3}
+
+
+def _by_bus_id(text, address):
+    """The recorded `nvidia-smi nvlink -e` with its GPU line in the bus-id form recent drivers print."""
+    text, n = re.subn(r"^GPU 0: .*$", "GPU %s" % address, text, flags=re.M)
+    assert n == 1
+    return text
+
+
+def _nvlink_record(smi, text):
+    bad = BadLines()
+    data = {"source": "nvidia-smi", "read_at": T, "gpus": parse_nvlink_errors(text, bad), "bad_lines": bad.as_dict()}
+    return ic.judge("gpu.nvlink_errors", nvidia_smi=ok(smi), nvlink_errors=ok(data))
+
+
+def test_nvlink_errors_of_a_gpu_named_by_its_bus_id_are_matched_to_nvidia_smi_by_pci_address():
+    # Review: a GPU that `nvidia-smi nvlink -e` names by bus id was matched by UUID or index only: "GPU None NVLink 1
+    # replay_errors 5", and the fleet report kept no reading of it.
+    smi = parse_nvidia_smi(read_fixture("nvidia-smi", "rtx-3080-v13.xml"))   # GPU 0 at 00000000:0C:00.0
+    record = _nvlink_record(smi, _by_bus_id(ic.nvlink_text({(1, "Replay Errors"): 5}), "00000000:0c:00.0"))
+    assert record["status"] == PASS and record["message"].endswith(
+        "GPU 0 00000000:0C:00.0 GPU-19d6d965-2acc-f646-00f8-4c76979aabb4 NVLink 1 replay_errors 5")
+    (reading,) = record["details"]["readings"]
+    assert (reading["index"], reading["uuid"], reading["errors"]) == (
+        0, "GPU-19d6d965-2acc-f646-00f8-4c76979aabb4", {"1": {"replay_errors": 5}})
+    # A GPU nvidia-smi does not list is named by the address the tool gave, never "GPU None".
+    unknown = _nvlink_record(smi, _by_bus_id(ic.nvlink_text({(1, "Replay Errors"): 5}), "00000000:18:00.0"))
+    assert unknown["message"].endswith("GPU at 00000000:18:00.0 NVLink 1 replay_errors 5")
+    # Unreadable counters of such a GPU: the warning names it the same way.
+    text = _by_bus_id(ic.nvlink_text(), "00000000:18:00.0").replace("Link 1: CRC Errors: 0", "Link 1: CRC Errors: 12x")
+    bad = BadLines()
+    gpus = parse_nvlink_errors(text, bad)
+    gpus[0]["unreadable"] = {"link 1 crc_errors": "12x is not a count"}
+    data = {"source": "nvidia-smi", "read_at": T, "gpus": gpus, "bad_lines": bad.as_dict()}
+    warned = ic.judge("gpu.nvlink_errors", nvidia_smi=ok(smi), nvlink_errors=ok(data))
+    assert warned["message"].startswith("counters unreadable on 1 GPU(s): GPU at 00000000:18:00.0 link 1 crc_errors;")
 
 
 def test_pcie_aer_names_the_gpu_by_index_and_warns_on_a_file_without_total(tmp_path):
