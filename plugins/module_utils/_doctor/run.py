@@ -167,7 +167,8 @@ def run(only: Optional[Sequence[str]] = None, exclude: Optional[Sequence[str]] =
     selected = registry.select(CATALOGUE, only, exclude, level)
     needed = list(ALWAYS_PROBED) + [name for chk in selected for name in chk.probes]
     if any(name in probe_catalogue.ACTIVE_PROBES for name in needed):
-        # The idle guard reads the node before anything loads it, whichever checks are selected.
+        # The idle guard reads the node before anything loads it, whichever checks are selected (collect() reads it
+        # right before each active probe).
         needed.insert(len(ALWAYS_PROBED), probe_catalogue.GUARD)
     deadline = probe_catalogue.Deadline(start + options["timeouts"]["total"], options["timeouts"]["total"])
     envelopes = probe_catalogue.collect(needed, options, probes, deadline)

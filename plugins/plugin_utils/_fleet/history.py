@@ -368,11 +368,15 @@ def snapshot_name(now: datetime.datetime) -> str:
 
 
 def snapshot_files(directory: str) -> list[str]:
-    """Snapshot file names in the directory, oldest first (the names sort by time)."""
+    """Snapshot file names in the directory, oldest first (the names sort by time); none when it cannot be listed
+    within state_files.READ_TIMEOUT_S (read_snapshots says why)."""
     try:
-        names = os.listdir(directory)
+        return _snapshot_names(state_files.list_dir(directory))
     except OSError:
         return []
+
+
+def _snapshot_names(names: list[str]) -> list[str]:
     return sorted(n for n in names if SNAPSHOT_PATTERN.match(n))
 
 
@@ -430,6 +434,8 @@ def _skip(text: str, idx: int) -> int:
     """The index of the first character at or after ``idx`` that is not JSON whitespace."""
     match = _SPACE.match(text, idx)
     return match.end() if match else idx
+
+
 _COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 
@@ -535,8 +541,15 @@ def parse_snapshot(text: str) -> Any:
 def read_snapshots(directory: str, limit: int, problems: list[str]) -> Iterator[Mapping[str, Any]]:
     """The newest ``limit`` readable snapshots, oldest first (their hosts parsed as they are read: parse_snapshot).
     An unreadable or malformed one is a line in problems naming it (and is renamed aside, see the module docstring),
-    never an error."""
-    for name in snapshot_files(directory)[-limit:] if limit > 0 else []:
+    never an error; a directory that cannot be listed (a hung mount, past state_files.READ_TIMEOUT_S) is one line."""
+    try:
+        names = _snapshot_names(state_files.list_dir(directory)) if limit > 0 else []
+    except FileNotFoundError:
+        names = []  # no run kept one yet
+    except OSError as exc:
+        problems.append("history: not read this run: %s" % " ".join(str(exc).split()))
+        names = []
+    for name in names[-limit:]:
         snap = None  # the one yielded before is not held while this one is parsed
         path = os.path.join(directory, name)
         try:

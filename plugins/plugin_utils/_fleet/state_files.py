@@ -11,7 +11,8 @@ deadline, so a run never waits forever on another (a held lock is released when 
 exits). The lock file is left in place: removing it would let a third run lock a different file.
 
 ``read_text`` refuses what is not a regular file (a FIFO would block the open, a device the read) and bounds the
-read itself with a deadline (a file on a hung network mount). ``json_text`` is how the controller's JSON files are
+read itself with a deadline (a file on a hung network mount); ``locked`` creates the lock file, and ``list_dir``
+lists a directory, within a deadline too: every call that touches the state directory ends. ``json_text`` is how the controller's JSON files are
 written: in pieces, never as one string (the findings store of a 100,000-host fleet is hundreds of MB of text, and
 ``json.dumps`` with an indent holds every small piece of it in a list before joining them).
 
@@ -27,15 +28,18 @@ import os
 import stat
 import time
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any, Callable, Optional, TypeVar
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError, call_with_timeout
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import CallTimedOut, call_with_timeout
 
+T = TypeVar("T")
 LOCK_SUFFIX = ".lock"
 # How long a run waits for another to finish with a state file (the callback's state_lock_timeout default).
 DEFAULT_LOCK_WAIT_S = 60.0
 LOCK_POLL_S = 0.1
 READ_TIMEOUT_S = 30.0
+# The least time locked() gives the file system to create the lock file, whatever the lock wait (0 included).
+LOCK_FILE_MIN_S = 1.0
 PIECE_CHARS = 1 << 16  # json_text's pieces: about this many characters each
 
 
@@ -44,7 +48,8 @@ class StateFileError(OSError):
 
 
 class ReadTimedOut(StateFileError):
-    """The read did not finish by its deadline: the file is left as it is (moving it could hang too)."""
+    """A call on a state file or its directory (the read, the listing, creating the lock file) did not finish by its
+    deadline, as on a hung network mount: the file is left as it is (moving it could hang too)."""
 
 
 class Locked(StateFileError):
@@ -53,6 +58,19 @@ class Locked(StateFileError):
 
 def lock_path(path: str) -> str:
     return path + LOCK_SUFFIX
+
+
+def _bounded(call: Callable[[], T], timeout: float, what: str) -> T:
+    """call() within ``timeout`` seconds (in a thread: a call on a hung mount blocks for ever); ReadTimedOut past it."""
+    try:
+        return call_with_timeout(call, timeout, what)
+    except CallTimedOut as exc:
+        raise ReadTimedOut(str(exc)) from None
+
+
+def list_dir(directory: str, timeout: float = READ_TIMEOUT_S) -> list[str]:
+    """os.listdir(directory) within ``timeout`` seconds: ReadTimedOut past it, other OSErrors as they come."""
+    return _bounded(lambda: os.listdir(directory), timeout, "listing %s" % directory)
 
 
 def _regular(fd: int, path: str) -> None:
@@ -67,13 +85,17 @@ def locked(path: str, wait_s: float = DEFAULT_LOCK_WAIT_S, poll_s: float = LOCK_
     """Hold the exclusive lock of ``path`` (its ``.lock`` file, created 0600 beside it) for the ``with`` block.
 
     Locked, naming the lock file and the wait, when another process holds it for ``wait_s`` seconds; StateFileError
-    when the lock file is not a regular file (it is opened without following a symlink or blocking on a FIFO)."""
+    when the lock file is not a regular file (it is opened without following a symlink or blocking on a FIFO);
+    ReadTimedOut when its directory or the file cannot be created within the wait (at least LOCK_FILE_MIN_S)."""
     where = lock_path(path)
-    os.makedirs(os.path.dirname(os.path.abspath(where)), exist_ok=True)
-    fd = os.open(where, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    deadline = time.monotonic() + max(0.0, wait_s)
+
+    def create() -> int:
+        os.makedirs(os.path.dirname(os.path.abspath(where)), exist_ok=True)
+        return os.open(where, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600)
+    fd = _bounded(create, max(wait_s, LOCK_FILE_MIN_S), "creating the lock file %s" % where)
     try:
         _regular(fd, where)
-        deadline = time.monotonic() + max(0.0, wait_s)
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -100,10 +122,7 @@ def read_text(path: str, timeout: float = READ_TIMEOUT_S) -> str:
             raise
         with os.fdopen(fd, encoding="utf-8") as handle:
             return handle.read()
-    try:
-        return call_with_timeout(read, timeout, "read(%s)" % path)
-    except ProbeError as exc:  # the deadline (call_with_timeout's only own error)
-        raise ReadTimedOut(str(exc)) from None
+    return _bounded(read, timeout, "read(%s)" % path)
 
 
 def parse_time(text: Any) -> Optional[datetime.datetime]:

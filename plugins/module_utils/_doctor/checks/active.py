@@ -174,16 +174,18 @@ def _verdict(results: Sequence[tuple[str, str]], details: dict[str, Any], pass_m
 
 @check("system.node_idle", "Node idle before the active checks load it", requires=(GUARD_PROBE,), level=DEEP)
 def node_idle(probes: Probes, expect: Expect) -> Finding:
-    """Reads, right before the deep level's active probes, the node's GPU compute processes (`nvidia-smi
+    """Reads, right before each of the deep level's active probes, the node's GPU compute processes (`nvidia-smi
     --query-compute-apps`; on AMD the processes under /sys/class/kfd/kfd/proc) and, where SLURM's squeue is installed,
     the jobs holding the node (`squeue -w <node> -t RUNNING,COMPLETING,SUSPENDED,CONFIGURING`; the node is doctor's
     `slurm_node`, else SLURMD_NODENAME, else the short host name; the job doctor runs in does not count).
 
-    PASS when nothing occupies the node: the active checks ran. SKIP when a job or a GPU process does: the active
-    checks (DCGM, RVS, hydra's own) were not run and SKIP naming it, so a user's job is never loaded. WARN when
-    doctor's `force` option ran them on a busy node, or on one it could not read (the figures may be low). ERROR
-    when what occupies the node could not be read (squeue fails, slurmctld does not know the node name, nvidia-smi
-    cannot list processes): the active checks were not run.
+    PASS when nothing occupied the node at any reading: the active checks ran. SKIP when a job or a GPU process does:
+    the active checks (DCGM, RVS, hydra's own) were not run and SKIP naming it, so a user's job is never loaded; a
+    node that becomes busy between two active probes is SKIP too, naming the probe before which it was found (that
+    probe and the ones after it were not run). WARN when doctor's `force` option ran them on a busy node, or on one it
+    could not read (the figures may be low). ERROR when what occupies the node could not be read (squeue fails,
+    slurmctld does not know the node name, nvidia-smi cannot list processes or prints a process line it cannot read):
+    the active checks were not run (from that reading on).
     Remediation: screen the node when it is idle (playbooks/screen.yml submits an exclusive SLURM job), or drain it
     first; set `slurm_node` when the node's SLURM name is not its host name.
     """
@@ -192,14 +194,24 @@ def node_idle(probes: Probes, expect: Expect) -> Finding:
     slurm = data.get("slurm")
     where = "node %s" % data.get("node") if slurm else "this host (no squeue: not a SLURM node)"
     unconfirmed = [str(text) for text in data.get("unconfirmed") or []]
+    rechecks = [recheck for recheck in data.get("rechecks") or [] if isinstance(recheck, dict)]
     details = {"node": data.get("node"), "slurm_jobs": (slurm or {}).get("jobs"), "own_job": (slurm or {}).get("own_job"),
-               "gpu_processes": data.get("gpu_processes"), "unconfirmed": unconfirmed, "force": bool(data.get("force"))}
+               "gpu_processes": data.get("gpu_processes"), "unconfirmed": unconfirmed, "force": bool(data.get("force")),
+               "rechecks": rechecks}
     if data.get("force") and (busy or unconfirmed):
         return finding(WARN, "force: the active checks ran on %s although %s; their figures may be low" % (
             where, "; ".join(busy + ["unread: %s" % text for text in unconfirmed])), details,
             remediation="screen the node when it is idle (playbooks/screen.yml) before trusting a low figure")
     if busy:
         return finding(SKIP, "%s is busy (%s): the active checks were not run" % (where, "; ".join(busy)), details)
+    later = next((recheck for recheck in rechecks if recheck.get("refused")), None)
+    if later is not None and later.get("occupants"):
+        return finding(SKIP, "%s became busy before probe %s (%s): it and the active probes after it were not run" % (
+            where, later.get("before"), "; ".join(str(text) for text in later["occupants"])), details)
+    if later is not None:
+        return finding(ERROR, "%s could not be read before probe %s: %s: it and the active probes after it were not run" % (
+            where, later.get("before"), later.get("unread") or later["refused"]), details,
+            remediation="see why the node could not be read (squeue, nvidia-smi); screen it when it is idle")
     return finding(PASS, "no GPU compute process and no job on %s: the active checks ran" % where, details)
 
 

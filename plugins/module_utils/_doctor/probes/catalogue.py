@@ -15,9 +15,13 @@ probe reads from ``options["timeouts"]`` is capped by the time left when it read
 watched thread abandoned at the deadline (plus a grace for its own kill), and no probe starts once the
 deadline has passed: those envelopes are READ_FAILED with the deadline as reason and ``not_run`` set.
 
-The idle guard: an active probe (ACTIVE_PROBES, the deep level's load on the GPUs) runs only after ``node_idle``
-(probes/idle.py) found the node idle, or with the ``force`` option; otherwise its envelope is READ_ABSENT with the
-reason (its checks SKIP, naming the job or process that keeps the node busy, or what could not be read).
+The idle guard: an active probe (ACTIVE_PROBES, the deep level's load on the GPUs) runs only when ``node_idle``
+(probes/idle.py), read right before it, finds the node idle, or with the ``force`` option; otherwise its envelope is
+READ_ABSENT with the reason (its checks SKIP, naming the job or process that keeps the node busy, or what could not be
+read). The guard is read before each active probe, not once: a job SLURM starts while the DCGM diagnostic runs (up to
+10 minutes) must not be loaded by the next tool for 30 more. Its envelope is the reading before the first active
+probe; each later one joins its data as ``rechecks`` ({before, occupants, unread, refused}), and once one refuses, no active
+probe runs after it.
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -172,48 +176,82 @@ def _not_run(reason: str) -> dict[str, Any]:
 def collect(names: Iterable[str], options: Mapping[str, Any],
             probes: Optional[Mapping[str, Callable[..., Any]]] = None,
             deadline: Optional[Deadline] = None) -> dict[str, dict[str, Any]]:
-    """Run each named probe once (in order) and return name -> envelope; none starts past ``deadline``."""
+    """Run each named probe once (in order) and return name -> envelope; none starts past ``deadline``. The idle
+    guard (GUARD), when named with active probes, is read right before each of them instead of in its place."""
     table = probes or PROBES
+    names = list(names)
+    guarded = GUARD in names and any(name in ACTIVE_PROBES for name in names)
     out: dict[str, dict[str, Any]] = {}
     for name in names:
-        if name in out:
+        if name in out or (guarded and name == GUARD):
             continue
-        start = time.monotonic()
-        if deadline is not None and start >= deadline.at:
+        if deadline is not None and time.monotonic() >= deadline.at:
             out[name] = _not_run(deadline.reason)
             continue
-        held = held_by_guard(out, options) if name in ACTIVE_PROBES else None
+        held = _guard_before(name, out, options, table, deadline) if guarded and name in ACTIVE_PROBES else None
         if held is not None:
             out[name] = {"status": READ_ABSENT, "data": None, "reason": held, "duration_ms": 0.0}
             continue
-        view = dict(options, envelopes=out)
-        if deadline is not None:
-            view["timeouts"] = BoundedTimeouts(options.get("timeouts") or {}, deadline.at)
-        try:
-            envelope = {"status": READ_OK, "data": _call(table[name], view, name, deadline), "reason": None}
-        except CallTimedOut as exc:
-            if deadline is None or exc.what != _watch_name(name):
-                envelope = {"status": READ_FAILED, "data": None, "reason": str(exc)}
-            else:
-                envelope = _not_run("%s; probe %s was still running" % (deadline.reason, name))
-        except ProbeAbsent as exc:
-            envelope = {"status": READ_ABSENT, "data": None, "reason": str(exc)}
-        except ProbeError as exc:
-            envelope = {"status": READ_FAILED, "data": None, "reason": str(exc)}
-        except Exception as exc:  # pylint: disable=broad-exception-caught
-            # An unexpected probe bug becomes ERROR on its checks, never a crash of the run.
-            envelope = {"status": READ_FAILED, "data": None, "reason": "probe %s crashed: %s: %s" % (name, type(exc).__name__, exc)}
-        if deadline is not None and envelope["status"] == READ_FAILED and not envelope.get("not_run") \
-                and time.monotonic() >= deadline.at:
-            envelope["reason"] = "%s; the %s has passed" % (envelope["reason"], deadline.label)
-        envelope["duration_ms"] = round((time.monotonic() - start) * 1000.0, 3)
-        out[name] = envelope
+        out[name] = _envelope(name, table, options, out, deadline)
+    if guarded and GUARD not in out:  # the deadline passed before the first active probe: the guard never read
+        out[GUARD] = _not_run(deadline.reason if deadline is not None else "not run")
     return out
 
 
+def _envelope(name: str, table: Mapping[str, Callable[..., Any]], options: Mapping[str, Any],
+              out: dict[str, dict[str, Any]], deadline: Optional[Deadline]) -> dict[str, Any]:
+    """Run probe ``name`` now (it sees the envelopes so far) and wrap its outcome."""
+    start = time.monotonic()
+    view = dict(options, envelopes=out)
+    if deadline is not None:
+        view["timeouts"] = BoundedTimeouts(options.get("timeouts") or {}, deadline.at)
+    try:
+        envelope = {"status": READ_OK, "data": _call(table[name], view, name, deadline), "reason": None}
+    except CallTimedOut as exc:
+        if deadline is None or exc.what != _watch_name(name):
+            envelope = {"status": READ_FAILED, "data": None, "reason": str(exc)}
+        else:
+            envelope = _not_run("%s; probe %s was still running" % (deadline.reason, name))
+    except ProbeAbsent as exc:
+        envelope = {"status": READ_ABSENT, "data": None, "reason": str(exc)}
+    except ProbeError as exc:
+        envelope = {"status": READ_FAILED, "data": None, "reason": str(exc)}
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        # An unexpected probe bug becomes ERROR on its checks, never a crash of the run.
+        envelope = {"status": READ_FAILED, "data": None, "reason": "probe %s crashed: %s: %s" % (name, type(exc).__name__, exc)}
+    if deadline is not None and envelope["status"] == READ_FAILED and not envelope.get("not_run") \
+            and time.monotonic() >= deadline.at:
+        envelope["reason"] = "%s; the %s has passed" % (envelope["reason"], deadline.label)
+    envelope["duration_ms"] = round((time.monotonic() - start) * 1000.0, 3)
+    return envelope
+
+
+def _guard_before(name: str, out: dict[str, dict[str, Any]], options: Mapping[str, Any],
+                  table: Mapping[str, Callable[..., Any]], deadline: Optional[Deadline]) -> Optional[str]:
+    """Read the idle guard right before active probe ``name``: why ``name`` must not run, None when it may. The first
+    reading is the guard's envelope; a later one is read only while every reading so far found the node idle (and
+    not under ``force``), and joins the envelope's data as a recheck."""
+    if GUARD not in out:
+        out[GUARD] = _envelope(GUARD, table, options, out, deadline)
+        return held_by_guard(out, options)
+    held = held_by_guard(out, options)
+    if held is not None or options.get("force"):
+        return held
+    again = _envelope(GUARD, table, options, out, deadline)
+    busy = occupants(again["data"] or {}) if again["status"] == READ_OK else []
+    unread = None if again["status"] == READ_OK else again["reason"]
+    refused = "node busy, found before probe %s (%s)" % (name, "; ".join(busy)) if busy else \
+        "before probe %s: %s" % (name, unread) if unread else None
+    first = out[GUARD]["data"] = out[GUARD]["data"] or {}
+    first.setdefault("rechecks", []).append({"before": name, "occupants": busy, "unread": unread, "refused": refused,
+                                             "duration_ms": again["duration_ms"]})
+    return held_by_guard(out, options)
+
+
 def held_by_guard(envelopes: Mapping[str, Mapping[str, Any]], options: Mapping[str, Any]) -> Optional[str]:
-    """Why an active probe must not run now (the guard's envelope in ``envelopes``), None when it may: the node was
-    found idle, the guard was not run (no deep level), or ``force`` is set."""
+    """Why an active probe must not run now (the guard's envelope in ``envelopes``), None when it may: every reading
+    of the node (the first and its ``rechecks``) found it idle, the guard was not run (no deep level), or ``force`` is
+    set."""
     guard = envelopes.get(GUARD)
     if guard is None or options.get("force"):
         return None
@@ -222,7 +260,8 @@ def held_by_guard(envelopes: Mapping[str, Mapping[str, Any]], options: Mapping[s
     busy = occupants(guard["data"] or {})
     if busy:
         return "not run: node busy (%s); force: true runs it anyway" % "; ".join(busy)
-    return None
+    refused = [recheck["refused"] for recheck in (guard["data"] or {}).get("rechecks") or [] if recheck.get("refused")]
+    return "not run: %s; force: true runs it anyway" % refused[0] if refused else None
 
 
 def _watch_name(name: str) -> str:

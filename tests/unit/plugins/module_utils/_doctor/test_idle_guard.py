@@ -79,18 +79,61 @@ def test_force_loads_a_busy_or_unread_node_and_says_so(reading):
     assert guard["status"] == "WARN" and guard["message"].startswith("force: the active checks ran on node node1 although ")
 
 
-def test_the_guard_reads_the_node_before_any_active_probe_and_only_at_level_deep():
-    order = []
+def recording(order, name, value):
+    def probe(options):
+        order.append(name)
+        return value() if callable(value) else value
+    return probe
 
-    def recording(name, value):
-        def probe(options):
-            order.append(name)
-            return value
-        return probe
-    table = probe_table(node_idle=recording("node_idle", _reading()), memory_active=recording("memory_active", {}),
-                        dcgm_diag=recording("dcgm_diag", {}))
-    doctor_run.run(probes=table, level="deep", only=["gpu.dcgm_diag", "system.memory_bandwidth"])
-    assert order[0] == "node_idle" and set(order[1:]) == {"dcgm_diag", "memory_active"}
+
+def test_the_guard_reads_the_node_right_before_each_active_probe_and_only_at_level_deep():
+    order = []
+    table = probe_table(node_idle=recording(order, "node_idle", _reading()), memory_active=recording(order, "memory_active", {}),
+                        dcgm_diag=recording(order, "dcgm_diag", {}), kernel_log=recording(order, "kernel_log", {}))
+    doctor_run.run(probes=table, level="deep", only=["gpu.dcgm_diag", "system.memory_bandwidth", "gpu.xid_errors"])
+    # The passive probes first; then each active probe right after a reading of the guard.
+    assert order[0] == "kernel_log" and order[1::2] == ["node_idle", "node_idle"]
+    assert sorted(order[2::2]) == ["dcgm_diag", "memory_active"]
     order.clear()
     doctor_run.run(probes=table, level="standard")
-    assert order == []
+    assert order == ["kernel_log"]  # no guard, no active probe
+
+
+def test_a_node_that_becomes_busy_during_the_active_probes_is_not_loaded_further():
+    # A job scheduled while the DCGM diagnostic ran: the guard's second reading finds it, the next active probe does
+    # not run, and the guard's check says so (never PASS: the node was not wholly screened).
+    order = []
+    readings = iter([_reading(), _reading(jobs=[JOB])])
+    table = probe_table(node_idle=recording(order, "node_idle", lambda: next(readings)),
+                        memory_active=recording(order, "memory_active", {}), dcgm_diag=recording(order, "dcgm_diag", {}))
+    result = doctor_run.run(probes=table, level="deep", only=["gpu.dcgm_diag", "system.memory_bandwidth", "system.node_idle"])
+    checks = dict((chk["id"], chk) for chk in result["checks"])
+    first, second = order[1], ("memory_active" if order[1] == "dcgm_diag" else "dcgm_diag")
+    assert order == ["node_idle", first, "node_idle"]
+    held = checks["system.memory_bandwidth" if second == "memory_active" else "gpu.dcgm_diag"]
+    assert held["status"] == "SKIP"
+    assert held["message"] == ("not run: node busy, found before probe %s (SLURM job 812 (train, user alice, running)); "
+                               "force: true runs it anyway" % second)
+    guard = checks["system.node_idle"]
+    assert guard["status"] == "SKIP"
+    assert guard["message"] == ("node node1 became busy before probe %s (SLURM job 812 (train, user alice, running)): it and "
+                                "the active probes after it were not run" % second)
+    assert guard["details"]["rechecks"][0]["before"] == second
+
+
+def test_a_reading_that_fails_during_the_active_probes_holds_the_rest_and_the_guard_errs():
+    order = []
+    calls = []
+
+    def guard(options):
+        calls.append(1)
+        if len(calls) > 1:
+            raise ProbeError("cannot confirm the node is idle: SLURM jobs of node node1: squeue -w node1: rc 1: timed out")
+        return _reading()
+    table = probe_table(node_idle=guard, memory_active=recording(order, "memory_active", {}), dcgm_diag=recording(order, "dcgm_diag", {}))
+    result = doctor_run.run(probes=table, level="deep", only=["gpu.dcgm_diag", "system.memory_bandwidth", "system.node_idle"])
+    checks = dict((chk["id"], chk) for chk in result["checks"])
+    assert len(order) == 1 and len(calls) == 2
+    guard_check = checks["system.node_idle"]
+    assert guard_check["status"] == "ERROR" and guard_check["message"].startswith("node node1 could not be read before probe ")
+    assert "squeue -w node1: rc 1: timed out" in guard_check["message"]
