@@ -105,11 +105,16 @@ def slurm(conf, *argv):
 def occupy(conf, node, seconds=600):
     """A user's job on the node (a real `sleep` under slurmd), running (not pending) when this returns; its job id."""
     job = slurm(conf, "sbatch", "--parsable", "-w", node, "-J", "user-train", "-o", "/dev/null", "--wrap", "sleep %d" % seconds)
-    for _ in range(150):
-        if slurm(conf, "squeue", "-h", "-j", job, "-o", "%T") == "RUNNING":
+    # Generous: on a loaded 2-core CI machine slurmd takes tens of seconds to launch a step, and a job the main
+    # scheduler passed over waits for its next pass (SchedulerParameters sched_interval, 60 s by default).
+    deadline = time.monotonic() + 150
+    state = ""
+    while time.monotonic() < deadline:
+        state = slurm(conf, "squeue", "-h", "-j", job, "-o", "%T %r")
+        if state.split(" ")[0] == "RUNNING":
             return job
-        time.sleep(0.2)
-    raise AssertionError("job %s on %s did not start" % (job, node))
+        time.sleep(0.5)
+    raise AssertionError("job %s on %s did not start within 150 s (squeue: %s)" % (job, node, state))
 
 
 def release(conf, job):
