@@ -108,8 +108,8 @@ def link_ratios(args):
                 runs = [ring(bed, [a, b], args.size, args.iterations, reducer=reducer, backend=backend,
                              torch_python=args.torch_python, python=python)[0] for _repeat in range(args.repeats)]
                 busbw = statistics.median(runs)
-                print("| %s | %.3f | %.2f | %.2f |" % (backend if backend != "tcp" else "tcp / %s" % reducer, busbw,
-                                                      busbw / one_way, busbw / both_ways))
+                name = backend if backend != "tcp" else "tcp / %s" % reducer
+                print("| %s | %.3f | %.2f | %.2f |" % (name, busbw, busbw / one_way, busbw / both_ways))
     finally:
         bed.close()
 
@@ -133,8 +133,9 @@ def isolation(sizes):
                 raise RuntimeError("fabric.yml did not finish: %s" % proc.stdout[-2000:])
             named = {item["host"]: max(item["rounds"]) for item in report["fabric"]["isolated"]}
             rounds = report["fabric"]["round_count"]
-            print("| %d | %s | %s | %d | %.0f | %.1f |" % (count, slow, named.get(slow, "not named: %s" % sorted(named)),
-                                                          math.ceil(math.log2(count)) + 2, wall, wall / max(rounds, 1)))
+            verdict = named.get(slow, "not named: %s" % sorted(named))
+            bound = math.ceil(math.log2(count)) + 2
+            print("| %d | %s | %s | %d | %.0f | %.1f |" % (count, slow, verdict, bound, wall, wall / max(rounds, 1)))
         finally:
             bed.close()
 

@@ -129,6 +129,6 @@ class ActionModule(ActionBase):
             result["checks"] = fabric.host_checks(state)
             result["msg"] = fabric.summary_line(state)
         else:
-            result["msg"] = "round %d (%s): %d group%s" % (plan["round"], plan["stage"], len(plan["groups"]),
-                                                          "" if len(plan["groups"]) == 1 else "s")
+            count = len(plan["groups"])
+            result["msg"] = "round %d (%s): %d group%s" % (plan["round"], plan["stage"], count, "" if count == 1 else "s")
         return result

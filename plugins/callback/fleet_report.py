@@ -689,8 +689,8 @@ class CallbackModule(CallbackBase):
         lines: list[tuple[str, Optional[str]]] = []
         for taken in self._bug_reports:
             if taken["path"]:
-                lines.append(("Vendor report of %s, taken before its drain: %s (%s bytes)" % (taken["host"], taken["path"],
-                                                                                             taken["bytes"]), None))
+                text = "Vendor report of %s, taken before its drain: %s (%s bytes)" % (taken["host"], taken["path"], taken["bytes"])
+                lines.append((text, None))
             else:
                 lines.append(("No vendor report of %s before its drain: %s" % (taken["host"], taken["problem"]), C.COLOR_WARN))
         return lines

@@ -222,8 +222,6 @@ def host_result(rng, class_name, env):
             "probes": whole["probes"]}
 
 
-
-
 # The synthetic fleet's class shares (benchmarks/fleet_analysis.py and the controller benchmarks beside it).
 SHARES = {"a100x8": 0.4, "a10gx4": 0.3, "t4x1": 0.2, "ada4000x2": 0.1}
 

@@ -156,8 +156,8 @@ def agree(requested: str, caps: Mapping[int, Mapping[str, Any]], hosts: Mapping[
         if not lacking(NCCL):
             return NCCL, "every rank has torch with NCCL and a GPU"
         if not lacking(GLOO):
-            return GLOO, "every rank has torch with gloo%s" % ("" if not lacking(NCCL) or not any(c.get("nccl") for c in caps.values())
-                                                              else " (NCCL not on %s)" % ", ".join(lacking(NCCL)))
+            some_nccl = lacking(NCCL) and any(c.get("nccl") for c in caps.values())
+            return GLOO, "every rank has torch with gloo%s" % (" (NCCL not on %s)" % ", ".join(lacking(NCCL)) if some_nccl else "")
         without = lacking(GLOO)
         return TCP, ("no torch on %s" % ", ".join(without[:5]) + (" +%d more" % (len(without) - 5) if len(without) > 5 else ""))
     missing = lacking(requested)
@@ -646,8 +646,8 @@ class Rank:
                 verdict["complete"] = True
                 verdict["reducers"] = sorted({str(rep.get("reducer")) for rep in reports.values()} | {str(own.get("reducer"))})
                 self.result["rows"] = own["rows"]
-                return self._conclude(channels, verdict, OK, None, **{key: own[key] for key in ("reducer", "torch_version", "device")
-                                                                        if own.get(key) is not None})
+                known = {key: own[key] for key in ("reducer", "torch_version", "device") if own.get(key) is not None}
+                return self._conclude(channels, verdict, OK, None, **known)
             verdict["broken"] = [{"rank": 0, "reason": "ranks returned different numbers of sizes"}]
             return self._conclude(channels, verdict, BROKEN, "ranks returned different numbers of sizes")
         verdict["broken"] = [{"rank": rank, "reason": rep.get("reason")} for rank, rep in sorted(failed.items())

@@ -121,8 +121,8 @@ def overdue_line(section: Mapping[str, Any]) -> Optional[str]:
         worst = section["overdue"][0]
         parts.append("%d overdue (longest: %s by %.1f days)" % (len(section["overdue"]), worst["host"], worst["overdue_by_s"] / 86400.0))
     if section["never"]:
-        parts.append("%d never screened (%s%s)" % (len(section["never"]), ", ".join(section["never"][:5]),
-                                                     ", ..." if len(section["never"]) > 5 else ""))
+        more = ", ..." if len(section["never"]) > 5 else ""
+        parts.append("%d never screened (%s%s)" % (len(section["never"]), ", ".join(section["never"][:5]), more))
     return "screening: %d of %d nodes screened within %g days; %s" % (
         section["within"], section["nodes"], section["max_age_days"], "; ".join(parts))
 

@@ -216,9 +216,8 @@ def record(state: dict[str, Any], outcomes: Mapping[str, Mapping[str, Any]]) -> 
     groups = []
     for group in plan["groups"]:
         outcome = dict(outcomes.get(group["id"]) or {"complete": False, "errors": [], "reason": "no result from any rank"})
-        groups.append(dict(group, **{key: outcome.get(key) for key in ("complete", "busbw_gbps", "latency_us", "backend",
-                                                                         "verified", "rows", "reason")},
-                           errors=list(outcome.get("errors") or [])))
+        measured = {key: outcome.get(key) for key in ("complete", "busbw_gbps", "latency_us", "backend", "verified", "rows", "reason")}
+        groups.append(dict(group, **measured, errors=list(outcome.get("errors") or [])))
     entry = {"round": plan["round"], "stage": plan["stage"], "groups": groups}
     state["rounds"].append(entry)
     state["plan"] = None
@@ -451,7 +450,6 @@ def _finish(state: dict[str, Any], note: Optional[str]) -> dict[str, Any]:
     state["plan"] = None
     state["note"] = note
     return state
-
 
 
 # ---------------------------------------------------------------- a round's results

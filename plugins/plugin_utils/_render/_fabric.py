@@ -98,9 +98,9 @@ def picture(report: Mapping[str, Any]) -> str:
         x = float(LABEL_W)
         for group in entry["groups"]:
             box = len(group["members"]) * BOX_W * scale
+            verdict = VERDICT_WORDS.get(group["verdict"], group["verdict"])
             tip = "%s %s: %s - %s, floor %s - %s" % (group["id"], group["purpose"], ", ".join(group["members"]),
-                                                    gbps(group.get("busbw_gbps")), gbps(group.get("floor_gbps")),
-                                                    VERDICT_WORDS.get(group["verdict"], group["verdict"]))
+                                                     gbps(group.get("busbw_gbps")), gbps(group.get("floor_gbps")), verdict)
             out.append('<g class="group" data-group="%s" data-verdict="%s"><title>%s</title>' % (
                 _esc(group["id"]), _esc(group["verdict"]), _esc(tip)))
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" rx="3" fill="%s" fill-opacity="0.25" stroke="%s"/>' % (

@@ -160,9 +160,9 @@ def test_nccl_between_two_ranks_each_on_its_own_gpu(tmp_path):
     python, count = _cuda_torch_python()
     if count < 2:
         pytest.skip("NCCL needs two GPUs for two ranks on one machine (%d seen by %s)" % (count, python))
+    one_gpu_each = {0: {"CUDA_VISIBLE_DEVICES": "0"}, 1: {"CUDA_VISIBLE_DEVICES": "1"}}
     procs, _info = F.launch_group(2, tmp_path, backend="auto", torch_python=python, sizes=[8, 1 << 20, 64 << 20],
-                                  join_timeout=120.0, run_timeout=300.0, rank_env={0: {"CUDA_VISIBLE_DEVICES": "0"},
-                                                                                     1: {"CUDA_VISIBLE_DEVICES": "1"}})
+                                  join_timeout=120.0, run_timeout=300.0, rank_env=one_gpu_each)
     out = F.results(procs, timeout=400)
     assert {out[r]["outcome"] for r in range(2)} == {R.OK}, out
     verdict = out[0]["verdict"]

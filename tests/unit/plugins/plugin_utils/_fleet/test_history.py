@@ -237,7 +237,6 @@ def test_a_snapshot_that_is_a_fifo_is_set_aside_not_waited_on(tmp_path):
     assert problems == ["history: skipped %s: %s is a FIFO; kept aside as %s.bad" % (fifo, fifo, os.path.basename(fifo))]
 
 
-
 # ---------------------------------------------------------------- memory at fleet scale (issue 30): same results
 
 def _reference_scores(snapshots, window, rule):
