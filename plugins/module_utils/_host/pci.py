@@ -77,6 +77,16 @@ def is_amd_gpu_class(pci_class: Optional[str]) -> bool:
     return value.startswith("0x03") or value.startswith("0x12")
 
 
+def gpu_vendor(vendor_id: Optional[str], pci_class: Optional[str]) -> Optional[str]:
+    """'NVIDIA' or 'AMD' when a PCI function (its vendor and class codes as sysfs writes them) is a GPU, else None."""
+    vendor = (vendor_id or "").strip().lower()
+    if vendor == NVIDIA_VENDOR:
+        return "NVIDIA" if classify(pci_class) == "gpus" else None
+    if vendor == AMD_VENDOR:
+        return "AMD" if is_amd_gpu_class(pci_class) else None
+    return None
+
+
 def scan_amd_gpus(devices_dir: str) -> list[dict[str, Any]]:
     """AMD GPU functions under a sysfs ``bus/pci/devices`` directory: [{address, device_id, class, driver}], sorted;
     [] when the directory is not there."""

@@ -40,6 +40,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._atomic import ope
 from ansible_collections.continuum.hydra.plugins.module_utils._host import idle, telemetry
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, find_binary, run, run_to_file
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_text_or_none
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import gpu_vendor
 from ansible_collections.continuum.hydra.plugins.module_utils._workload import phases as phases_helper
 from ansible_collections.continuum.hydra.plugins.module_utils._workload.catalogue import Catalogue, describe, resolve_timeout, split_tags
 
@@ -52,7 +53,6 @@ RUN_STATUSES = (SUCCESS, FAILURE, SKIPPED, TIMEOUT)
 
 RUNTIMES = ("host", "docker", "podman", "auto")
 ENGINES = ("docker", "podman")
-GPU_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
 
 # madengine's performance line: "performance:", whitespace, a number, an optional ",", "/unit" or both, whitespace,
 # then the metric up to the next whitespace or comma (HEAD deployment/base.py PERFORMANCE_LOG_PATTERN semantics).
@@ -259,9 +259,10 @@ def count_gpus(devices_dir: str = "/sys/bus/pci/devices") -> tuple[int, Optional
     except (ProbeAbsent, ProbeError):
         return 0, None
     for address in addresses:
-        vendor = GPU_VENDORS.get((read_text_or_none(os.path.join(devices_dir, address, "vendor")) or "").strip())
-        pci_class = (read_text_or_none(os.path.join(devices_dir, address, "class")) or "").strip()
-        if vendor and pci_class.startswith("0x03"):  # display controllers (VGA 0x0300, 3D 0x0302): not audio or bridges
+        # Display controllers, and AMD's processing accelerators (MI300X is 0x12): not audio functions or bridges.
+        vendor = gpu_vendor(read_text_or_none(os.path.join(devices_dir, address, "vendor")),
+                            read_text_or_none(os.path.join(devices_dir, address, "class")))
+        if vendor:
             counts[vendor] = counts.get(vendor, 0) + 1
     if not counts:
         return 0, None
