@@ -26,6 +26,8 @@ start() {
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/seed"
 
   local conf=$dir/slurm.conf
+  # MessageTimeout and BatchStartTimeout above their 10 s defaults: on a loaded 2-core CI machine slurmd can take
+  # longer to launch a batch step, and slurmctld then requeues the job held ("launch failed requeued held").
   cat >"$conf" <<EOF
 ClusterName=hydratest
 SlurmctldHost=localhost
@@ -49,6 +51,8 @@ SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd-%n.log
 SlurmdTimeout=300
+MessageTimeout=60
+BatchStartTimeout=120
 EOF
   local k
   for k in $(seq 1 "$nodes"); do

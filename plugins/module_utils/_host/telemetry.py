@@ -568,6 +568,8 @@ class Sampler:
         self.notes: list[str] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self._lock = threading.Lock()  # the loop and sample_now() share the previous /proc/stat reading
+        self._previous: Optional[tuple[int, int]] = None
 
     def add_gpu_row(self, stamp: float, row: dict[str, Any]) -> None:
         self.gpu_samples.append((stamp, row))  # list.append is atomic: the smi reader thread calls this
@@ -581,22 +583,29 @@ class Sampler:
             return None
 
     def start(self) -> None:
+        self._previous = self._read_stat()  # before the thread: a sample_now() right after start() has its baseline
         self._thread = threading.Thread(target=self._loop, name="hydra-telemetry")
         self._thread.daemon = True
         self._thread.start()
 
     def _loop(self) -> None:
-        previous = self._read_stat()
         while not self._stop.wait(self.interval_s):
-            stamp = self.clock()
-            if previous is not None:
-                current = self._read_stat()
-                if current is not None:
-                    self.cpu_samples.append((stamp, cpu_util_pct(previous, current)))
-                previous = current
+            stamp = self.sample_now()
             if self.gpu_source is not None and self.gpu_source.polled:
                 for row in self.gpu_source.read():
                     self.gpu_samples.append((stamp, row))
+
+    def sample_now(self) -> float:
+        """One CPU sample now (the utilisation since the last reading; its time returned), so that a workload shorter
+        than the interval still has one: the caller takes it at the workload's end."""
+        with self._lock:
+            stamp = self.clock()
+            if self._previous is not None:
+                current = self._read_stat()
+                if current is not None:
+                    self.cpu_samples.append((stamp, cpu_util_pct(self._previous, current)))
+                self._previous = current
+        return stamp
 
     def stop(self) -> None:
         self._stop.set()

@@ -374,6 +374,8 @@ class Runner:
                     model_rows = self.run_one(model, workspace, workspace_root)
                 finally:
                     shutil.rmtree(workspace, ignore_errors=True)
+                sampler.sample_now()
+                memory.sample_now()
                 end = time.monotonic()
                 summary = sampler.summary(start, end)
                 summary["memory"] = memory.summary(start, end)
@@ -586,6 +588,10 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="hydra-memory")
         self._thread.daemon = True
+
+    def sample_now(self) -> None:
+        """One sample now (as Sampler.sample_now: a workload shorter than the interval still has one)."""
+        self._take()
 
     def _take(self) -> None:
         text = read_text_or_none(self.meminfo)

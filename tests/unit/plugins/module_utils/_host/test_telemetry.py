@@ -272,3 +272,19 @@ def test_sampler_ignores_output_that_is_not_sampler_csv(tmp_path):
     sampler.stop()
     assert sampler.gpu_samples == []
     assert sampler.describe()["notes"] == ["nvidia-smi sampler printed no CSV header: '<?xml version=\"1.0\" encoding=\"UTF-8\"?>'"]
+
+
+def test_a_workload_shorter_than_the_interval_still_has_one_cpu_sample(tmp_path):
+    # The loop's first sample is an interval away; sample_now() at the workload's end takes the utilisation since the
+    # sampler started (here 300 of 400 jiffies busy), so the workload's window is never empty.
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 100 800 0 0 0 0 0 0\n")
+    sampler = telemetry.Sampler(interval_s=60.0, proc_stat=str(stat))
+    start = time.monotonic()
+    sampler.start()
+    stat.write_text("cpu  250 0 250 900 0 0 0 0 0 0\n")
+    sampler.sample_now()
+    end = time.monotonic()
+    sampler.stop()
+    assert [round(value, 1) for _stamp, value in sampler.cpu_samples] == [75.0]
+    assert sampler.summary(start, end)["cpu"]["samples"] == 1
