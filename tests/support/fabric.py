@@ -105,6 +105,11 @@ def torch_python(tmp_path_factory):
     return _TORCH["python"] or None
 
 
+def torch_missing_why():
+    """Why torch_python() found no torch (one line)."""
+    return _TORCH.get("why", "not installed")
+
+
 PLAYBOOK = os.path.join(REPO, "playbooks", "fabric.yml")
 VENV_BIN = os.path.dirname(sys.executable)
 

@@ -17,7 +17,7 @@ from ansible_collections.continuum.hydra.tests.support import fabric as F
 def torch_python(tmp_path_factory):
     python = F.torch_python(tmp_path_factory)
     if python is None:
-        pytest.skip("no torch for the gloo backend: %s" % F._TORCH.get("why"))
+        pytest.skip("no torch for the gloo backend: %s" % F.torch_missing_why())
     return python
 
 

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as doctor
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import stack
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, run
+from ansible_collections.continuum.hydra.tests.support import fabric as fabric_support
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 
 CAT, SLEEP = shutil.which("cat"), shutil.which("sleep")
@@ -120,14 +121,11 @@ def test_broken_torch_install_is_reported_as_import_error(tmp_path):
 
 @pytest.fixture(scope="session")
 def torch_venv(tmp_path_factory):
-    """A virtualenv with the real torch 2.13.0 CPU wheel (installable here from the local wheel store)."""
-    env = tmp_path_factory.mktemp("torch-venv")
-    venv.EnvBuilder(with_pip=True).create(str(env))
-    proc = subprocess.run([str(env / "bin/python"), "-m", "pip", "install", "--quiet", "torch==2.13.0"],
-                          capture_output=True, text=True, timeout=900, check=False)
-    if proc.returncode != 0:
-        pytest.skip("pip install torch==2.13.0 failed here: %s" % (proc.stderr.strip().splitlines() or ["?"])[-1])
-    return str(env / "bin/python")
+    """The session's interpreter with the real torch 2.13.0 CPU wheel (the fabric tests' venv: installed once)."""
+    python = fabric_support.torch_python(tmp_path_factory)
+    if python is None:
+        pytest.skip("no CPU torch here: %s" % fabric_support.torch_missing_why())
+    return python
 
 
 @pytest.mark.integration
