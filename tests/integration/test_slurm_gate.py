@@ -291,5 +291,5 @@ def test_evidence_is_taken_before_the_drain_and_named_in_the_report(cluster, hos
     # Before the drain: the node's copy was written no later than the drain slurmctld stamped (its clock, seconds).
     shown = slurm_cluster.scontrol(cluster, "show", "node", "node3", "-o")
     drained_at = datetime.datetime.fromisoformat(re.search(r"Reason=hydra: gpu.ecc_errors \[root@(\S+)\]", shown).group(1))
-    (written,) = [path for path in (tmp_path / "node-evidence").iterdir()]
+    (written,) = list((tmp_path / "node-evidence").iterdir())
     assert datetime.datetime.fromtimestamp(int(written.stat().st_mtime)) <= drained_at

@@ -120,7 +120,8 @@ def occupy(conf, node, seconds=600):
 def release(conf, job):
     """Cancel the job and wait until squeue no longer lists it."""
     subprocess.run(["scancel", job], env=dict(os.environ, SLURM_CONF=conf), timeout=30, check=False)
-    for _ in range(150):
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
         if not slurm(conf, "squeue", "-h", "-j", job, "-o", "%T"):
             return
         time.sleep(0.2)

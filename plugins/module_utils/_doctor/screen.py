@@ -116,7 +116,7 @@ class Slurm:
 
     def submit(self, argv: list[str]) -> str:
         rc, out, err = command.run(argv, COMMAND_TIMEOUT_S, env=self.env)
-        job = out.strip().split(";")[0]  # --parsable: "<id>" or "<id>;<cluster>"
+        job = out.strip().split(";", maxsplit=1)[0]  # --parsable: "<id>" or "<id>;<cluster>"
         if rc != 0 or not job.isdigit():
             raise command.ProbeError("sbatch: rc %d: %s" % (rc, " ".join((err or out).split())[:300] or "no output"))
         return job
