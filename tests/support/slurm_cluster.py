@@ -105,8 +105,7 @@ def slurm(conf, *argv):
 def occupy(conf, node, seconds=600):
     """A user's job on the node (a real `sleep` under slurmd), running (not pending) when this returns; its job id."""
     job = slurm(conf, "sbatch", "--parsable", "-w", node, "-J", "user-train", "-o", "/dev/null", "--wrap", "sleep %d" % seconds)
-    # Generous: on a loaded 2-core CI machine slurmd takes tens of seconds to launch a step, and a job the main
-    # scheduler passed over waits for its next pass (SchedulerParameters sched_interval, 60 s by default).
+    # More than a minute: a job the main scheduler passed over waits for its next pass (sched_interval, 60 s).
     deadline = time.monotonic() + 150
     state = ""
     while time.monotonic() < deadline:

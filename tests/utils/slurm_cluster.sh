@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A throw-away SLURM cluster on this one host, for the slurm_gate tests and for trying the gate by hand:
 # a private munged (own key and socket), one slurmctld and N slurmd (`slurmd -N nodeK`, Debian's slurm-wlm
-# is built with MULTIPLE_SLURMD), everything under DIR, no /etc/slurm or /run/munge touched.
+# is built with MULTIPLE_SLURMD), everything under DIR (but its Unix sockets: a short /tmp/hydra-slurm.*, which
+# stop removes), no /etc/slurm or /run/munge touched.
 #
 #   slurm_cluster.sh start DIR [NODES=4] [BASE_PORT=17000]   # prints SLURM_CONF=DIR/slurm.conf
 #   slurm_cluster.sh stop DIR
@@ -18,22 +19,29 @@ start() {
   if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null; then
     die "slurmctld or munged not installed (apt-get install slurm-wlm munge)"
   fi
-  mkdir -p "$dir"/{munge,state,spool,log,run}
+  mkdir -p "$dir"/{munge,state,log,run}
   dir=$(cd "$dir" && pwd)
+  # The Unix sockets (munged's, and slurmstepd's <node>_<job>.<step> in the spool directory) go in a short directory
+  # of their own: under a deep DIR (a pytest temp dir) their paths pass the 108-byte limit and every job launch
+  # fails ("launch failed requeued held"). DIR/sockets.path names it, so that stop removes it.
+  local sockets
+  sockets=$(mktemp -d /tmp/hydra-slurm.XXXXXX)
+  mkdir "$sockets/spool"
+  chmod 755 "$sockets"
+  echo "$sockets" >"$dir/sockets.path"
   chmod 755 "$dir" "$dir/munge"
   [ -f "$dir/munge/munge.key" ] || { head -c 1024 /dev/urandom >"$dir/munge/munge.key"; chmod 600 "$dir/munge/munge.key"; }
-  /usr/sbin/munged --force --socket="$dir/munge/munge.sock" --key-file="$dir/munge/munge.key" \
+  /usr/sbin/munged --force --socket="$sockets/munge.sock" --key-file="$dir/munge/munge.key" \
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/seed"
 
   local conf=$dir/slurm.conf
-  # MessageTimeout and BatchStartTimeout above their 10 s defaults: on a loaded 2-core CI machine slurmd can take
-  # longer to launch a batch step, and slurmctld then requeues the job held ("launch failed requeued held").
+  # MessageTimeout and BatchStartTimeout above their 10 s defaults: a loaded 2-core CI machine can be slower.
   cat >"$conf" <<EOF
 ClusterName=hydratest
 SlurmctldHost=localhost
 SlurmctldPort=$base
 AuthType=auth/munge
-AuthInfo=socket=$dir/munge/munge.sock
+AuthInfo=socket=$sockets/munge.sock
 CredType=cred/munge
 SlurmUser=root
 SlurmdUser=root
@@ -45,7 +53,7 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 MpiDefault=none
 StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/%n
+SlurmdSpoolDir=$sockets/spool/%n
 SlurmctldPidFile=$dir/run/slurmctld.pid
 SlurmdPidFile=$dir/run/slurmd-%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
@@ -89,6 +97,10 @@ stop() {
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; kill "$pid" 2>/dev/null || true; sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; fi
   done
+  if [ -f "$dir/sockets.path" ]; then
+    case $(cat "$dir/sockets.path") in /tmp/hydra-slurm.*) rm -rf "$(cat "$dir/sockets.path")" ;; esac
+    rm -f "$dir/sockets.path"
+  fi
   return 0
 }
 
