@@ -66,8 +66,11 @@ def test_a_healthy_bed_flags_no_host_over_repeated_runs(tmp_path):
             schema_validator().validate(report)
 
 
-@pytest.mark.parametrize("slow", ["node1", "node5"])
-def test_one_slow_host_is_named_within_the_round_bound_wherever_it_is(tmp_path, slow):
+def test_one_slow_host_is_named_within_the_round_bound_even_the_rendezvous_host(tmp_path):
+    # node1 is rank 0 of the first round, whose address every rank joins: the hardest place for a slow host. The
+    # other places are on the bed in the two-slow test (node2, node5) and every place among 3 to 16 hosts in the
+    # planner's unit tests.
+    slow = "node1"
     with netns.beds(tmp_path) as make:
         bed = make(6)
         bed.shape(slow, SLOW_MBIT)
