@@ -21,6 +21,10 @@ MARKDOWN_LIMIT = 60 * 1000
 # a dict, list or tuple of strings printed whole, an object's default repr.
 LEAKS = re.compile(r"\bNone\b|\bnan\b|\bNaN\b|-?\binf\b|\{'|\['|\('|<[\w.]+ object at 0x|\bdict_(?:keys|values|items)\(")
 OVERLAP = 64  # a leak across two streamed pieces is still found
+# A literal that each leak above contains: a chunk without one has no leak. Looking for these is about 20 times
+# quicker than the whole pattern over the 90 MB of JSON of 10,000 hosts.
+CANDIDATES = re.compile(r"None|nan|NaN|inf|\{'|\['|\('| object at 0x|dict_")
+CHUNK = 1 << 16
 
 
 @pytest.fixture(scope="module", params=[1000, 10000], ids=["1k", "10k"])
@@ -33,12 +37,25 @@ def _size(render, report):
     return sum(len(piece.encode("utf-8")) for piece in render(report))
 
 
+def _chunks(pieces):
+    """The stream of text pieces as chunks of about CHUNK characters."""
+    held, size = [], 0
+    for piece in pieces:
+        held.append(piece)
+        size += len(piece)
+        if size >= CHUNK:
+            yield "".join(held)
+            held, size = [], 0
+    yield "".join(held)
+
+
 def _leaks(pieces):
     """Each leak in a stream of text pieces, with its context, without joining the stream (10,000 hosts of JSON)."""
     found, tail = [], ""
-    for piece in pieces:
-        text = tail + piece
-        found.extend(text[max(0, m.start() - 60):m.end() + 20] for m in LEAKS.finditer(text) if m.end() > len(tail))
+    for chunk in _chunks(pieces):
+        text = tail + chunk
+        if CANDIDATES.search(text):
+            found.extend(text[max(0, m.start() - 60):m.end() + 20] for m in LEAKS.finditer(text) if m.end() > len(tail))
         tail = text[-OVERLAP:]
     return found
 
@@ -100,4 +117,7 @@ def test_no_format_shows_none_nan_or_a_python_repr_at_scale(scaled):
 def test_the_leak_pattern_finds_what_it_is_for():
     assert _leaks(["GPU None 0000:19:00", "ok"]) and _leaks(["ratio ", "nan%"]) and _leaks(["{'index': 3}"])
     assert _leaks(["x" * 100 + " Non", "e here"])  # across two pieces
+    assert _leaks(["x" * CHUNK + " Non", "e here"])  # across two chunks
+    for leak in ("value -inf", "NaN", "['a']", "('a', 1)", "<report.Host object at 0x7f>", "dict_keys(['a'])"):
+        assert _leaks([leak]), leak  # each shape has a literal CANDIDATES looks for
     assert not _leaks(["Nonetheless, nano, NaNa, information, infinite, ('a"[:-3]])
