@@ -93,15 +93,15 @@ options:
   gpu_vendor:
     description:
       - The GPU vendor the models see in E(MAD_GPU_VENDOR) and the containers get devices for. V(auto) takes it
-        from the PCI display functions in sysfs (NVIDIA or AMD).
+        from the GPUs' PCI functions in sysfs (NVIDIA or AMD).
     type: str
     choices: [auto, amd, nvidia, none]
     default: auto
   gpus:
     description:
       - How many GPUs the host offers to the models; a model whose C(n_gpus) is larger is skipped (C(-1) means all).
-      - Default - the NVIDIA and AMD display functions counted in sysfs (0 on a host without GPUs, where models
-        asking for a GPU are skipped).
+      - Default - the NVIDIA and AMD GPU functions counted in sysfs (display controllers, and AMD's processing
+        accelerators such as MI300X; 0 on a host without GPUs, where models asking for a GPU are skipped).
     type: int
   extra_env:
     description: Environment variables added to every model's run (after the C(MAD_*) ones, so they can override them).
