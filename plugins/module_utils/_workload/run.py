@@ -252,7 +252,7 @@ def engine_answers(engine: str, timeout: float = ENGINE_CHECK_TIMEOUT_S) -> bool
 
 
 def count_gpus(devices_dir: str = "/sys/bus/pci/devices") -> tuple[int, Optional[str]]:
-    """(GPU count, vendor) from the PCI display functions of NVIDIA and AMD in sysfs; (0, None) when none or unreadable."""
+    """(GPU count, vendor) from the GPU functions of NVIDIA and AMD in sysfs (_host/pci.py gpu_vendor); (0, None) when none or unreadable."""
     counts: dict[str, int] = {}
     try:
         addresses = list_dir(devices_dir, timeout=10)
