@@ -11,10 +11,9 @@ export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/collections
 doctor: $(VENV)/.runtime collections/ansible_collections/continuum/hydra
 	$(BIN)/ansible-playbook -i $(INVENTORY) playbooks/doctor.yml
 
-# pytest takes the integration tests first: the long ones start early, the short unit tests fill both workers at the end.
 test: $(VENV)/.test system-deps collections/ansible_collections/continuum/hydra
 	tests/utils/release_check.sh
-	$(BIN)/python -m pytest -n 2 tests/integration tests/unit
+	$(BIN)/python -m pytest -n 2 tests/unit tests/integration
 	tests/utils/molecule.sh
 	tests/utils/sanity.sh
 	$(MAKE) --no-print-directory lint
