@@ -150,13 +150,14 @@ def _occupants(params: Mapping[str, Any], slurm: Slurm) -> str:
 
 def error_result(message: str, screen: Mapping[str, Any]) -> dict[str, Any]:
     """The result of a screen that produced no doctor result (sbatch failed, the job died): one ERROR check, never
-    healthy, in the doctor result's shape so the fleet report and the gate read it like any other."""
+    healthy, in the doctor result's shape so the fleet report and the gate read it like any other; ``judged`` false,
+    so that screening coverage does not count the node as screened."""
     chk: dict[str, Any] = {"id": RESULT_CHECK, "title": "screening job", "category": "screen", "status": ERROR,
                            "message": message, "details": dict(screen), "remediation":
                            "read the job's log (screen.log) and the node's slurmd log; rerun playbooks/screen.yml"}
     summary = _results.summarize([chk])
     return {"schema_version": _results.SCHEMA_VERSION, "level": "deep", "checks": [chk], "summary": summary,
-            "overall_status": ERRORED, "screen": dict(screen, screened=True)}
+            "overall_status": ERRORED, "screen": dict(screen, screened=True, judged=False)}
 
 
 def not_screened(reason: str, screen: Mapping[str, Any]) -> dict[str, Any]:

@@ -64,13 +64,14 @@ def choose(candidates: Iterable[str], store: Mapping[str, Any], max_nodes: int) 
 
 
 def record(store: Mapping[str, Any], screens: Mapping[str, Mapping[str, Any]], now: str) -> dict[str, Any]:
-    """The store with this run's screens: {host: {screened, status, reason, job_id, ended_at}} (a node not screened
-    keeps its last_screened). Pure: returns a new store."""
+    """The store with this run's screens: {host: {screened, judged, status, reason, job_id, ended_at}} (a node not
+    screened, or whose job gave no result to judge - ``judged`` false: sbatch failed, the job died -, keeps its
+    last_screened). Pure: returns a new store."""
     nodes: dict[str, dict[str, Any]] = dict((h, dict(v)) for h, v in (store.get("nodes") or {}).items())
     for host, screen in sorted(screens.items()):
         entry = nodes.setdefault(host, {"last_screened": None})
         entry.update(last_attempt=now, job_id=screen.get("job_id"), reason=screen.get("reason"))
-        if screen.get("screened"):
+        if screen.get("screened") and screen.get("judged", True):
             entry.update(last_screened=screen.get("ended_at") or now, status=screen.get("status"))
         else:
             entry["status"] = NOT_SCREENED
