@@ -98,8 +98,9 @@ RETURN = r"""
 screen:
   description:
     - The job. C(node), C(job_id), C(state) (its final SLURM state), C(submitted_at), C(started_at), C(ended_at), C(log)
-      (the job's output on the node), C(exit_code), C(result) (the result file), and C(screened) (false when the job
-      never ran; C(reason) then says why).
+      (the job's output on the node), C(exit_code), C(result) (the result file), C(screened) (false when the job
+      never ran; C(reason) then says why), and C(judged) (false when the job gave no result, the C(screen.job) ERROR; screening
+      coverage then keeps the node's last screen).
   returned: always
   type: dict
   sample: {"node": "node1", "job_id": "812", "state": "COMPLETED", "screened": true, "exit_code": 0,
