@@ -133,19 +133,15 @@ def previous_judge_history(scores, current_run, rule):
     ratio at least 10 % down."""
     runs = int(rule["history_runs"])
     slow, judged = {}, set()
-    for key, per_metric in scores.items():
-        for metric, series in per_metric.items():
-            last = list(series)[-runs:]
-            if len(last) < runs or last[-1][0] != current_run or last[0][0] != current_run - runs + 1:
-                continue
-            judged.add((key, metric))
-            if any(entry[2] >= 1.0 for entry in last):
-                continue
-            combined = sum(entry[1] for entry in last) / math.sqrt(runs)
-            mean_ratio = sum(entry[2] for entry in last) / runs
-            if combined <= -4.0 and mean_ratio <= 1.0 - rule["history_shortfall"]:
-                slow.setdefault(key, []).append({"metric": metric, "value": last[-1][3], "median": last[-1][4],
-                                                 "ratio": mean_ratio, "robust_z": combined, "runs": runs, "basis": "history"})
+    for key, metric, last in stragglers.complete_series(scores, current_run, runs):
+        judged.add((key, metric))
+        if any(entry[2] >= 1.0 for entry in last):
+            continue
+        combined = sum(entry[1] for entry in last) / math.sqrt(runs)
+        mean_ratio = sum(entry[2] for entry in last) / runs
+        if combined <= -4.0 and mean_ratio <= 1.0 - rule["history_shortfall"]:
+            slow.setdefault(key, []).append({"metric": metric, "value": last[-1][3], "median": last[-1][4],
+                                             "ratio": mean_ratio, "robust_z": combined, "runs": runs, "basis": "history"})
     return slow, judged
 
 

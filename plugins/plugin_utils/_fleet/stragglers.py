@@ -155,17 +155,22 @@ def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -
     judged: set[tuple[Any, str]] = set()
     if runs < 2:
         return slow, judged
+    for key, metric, last in complete_series(scores, current_run, runs):
+        judged.add((key, metric))
+        finding = _slow_on_history(last, rule)
+        if finding is not None:
+            finding.update(metric=metric, value=last[-1][3], median=last[-1][4])
+            slow.setdefault(key, []).append(finding)
+    return slow, judged
+
+
+def complete_series(scores: Scores, current_run: int, runs: int) -> Iterator[tuple[Any, str, list[Any]]]:
+    """(key, metric, the last ``runs`` scores) of each series scored in the current run and each of the runs before."""
     for key, per_metric in scores.items():
         for metric, series in per_metric.items():
             last = list(series)[-runs:]
-            if len(last) < runs or last[-1][0] != current_run or last[0][0] != current_run - runs + 1:
-                continue
-            judged.add((key, metric))
-            finding = _slow_on_history(last, rule)
-            if finding is not None:
-                finding.update(metric=metric, value=last[-1][3], median=last[-1][4])
-                slow.setdefault(key, []).append(finding)
-    return slow, judged
+            if len(last) == runs and last[-1][0] == current_run and last[0][0] == current_run - runs + 1:
+                yield key, metric, last
 
 
 def merge_history(stragglers: dict[str, Any], slow: Findings, judged: set[tuple[Any, str]], host_class: Mapping[str, Optional[str]],
