@@ -37,6 +37,7 @@ import os
 import re
 from array import array
 from collections.abc import ItemsView, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
@@ -112,15 +113,22 @@ def flag_stragglers(snap: dict[str, Any], report: Mapping[str, Any]) -> None:
             gpu["failing"].extend("straggler:" + m["metric"] for m in slow["metrics"])
 
 
-# One owner's (a host's or a GPU's) state in the fold, a list: [runs seen, last run seen, its metric names (a tuple
-# shared by the owners with the same names), array("d") of its numbers]. The array starts with one run number per
-# straggler-score slot (the run whose scores the slot holds; -1 none), then one block per metric, in the names' order:
-# the running sums (count, EWMA, sum of values, sum of index x value), (robust z, ratio) per slot (NaN: not scored in
-# that slot's run), the value and class median of its latest score. A fleet's owners hold a few hundred bytes each
-# this way (a dict of one small array per metric and a deque of score tuples per metric held ten times that).
-RUNS, LAST_RUN, NAMES, NUMBERS = range(4)
 SUMS = 4  # count, EWMA, sum_y, sum_xy
 NOT_SCORED = float("nan")
+
+
+@dataclass(slots=True)
+class OwnerState:
+    """One owner's (a host's or a GPU's) state in the fold. ``numbers`` starts with one run number per straggler-score
+    slot (the run whose scores the slot holds; -1 none), then one block per metric, in ``names``' order: the running
+    sums (count, EWMA, sum of values, sum of index x value), (robust z, ratio) per slot (NaN: not scored in that slot's
+    run), the value and class median of its latest score. A fleet's owners hold a few hundred bytes each this way (a
+    dict of one small array per metric and a deque of score tuples per metric held ten times that); slots, no dict."""
+
+    runs: int  # runs seen
+    last_run: int  # the last run seen
+    names: tuple[str, ...]  # its metric names: one tuple shared by the owners with the same names
+    numbers: array  # array("d"), the layout above
 
 
 class HistoryFold:
@@ -136,8 +144,7 @@ class HistoryFold:
                  host_class: Optional[Mapping[str, Optional[str]]] = None) -> None:
         self.alpha = alpha
         self.runs = 0
-        # ("host", name) or ("gpu", uuid) -> [runs seen, last run seen, metric names, numbers] (the layout above)
-        self.owners: dict[tuple[str, str], list[Any]] = {}
+        self.owners: dict[tuple[str, str], OwnerState] = {}  # ("host", name) or ("gpu", uuid) -> its state
         self.offences: dict[tuple[str, str], dict[str, Any]] = {}   # ("host", name) or ("gpu", uuid) -> {"runs", "offences", "first", "last", "run"}
         self.where: dict[str, tuple[str, Any]] = {}      # gpu uuid -> (host, index) of its latest sighting
         self.straggler_rule = dict(STRAGGLER_RULE, **(straggler_rule or {}))
@@ -149,22 +156,22 @@ class HistoryFold:
         self._names: dict[tuple[str, ...], dict[str, int]] = {(): {}}  # each tuple of names -> metric -> its block's offset
         self._tuples: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}  # the one tuple object of each names, shared
 
-    def _owner(self, key: tuple[str, str]) -> list[Any]:
+    def _owner(self, key: tuple[str, str]) -> OwnerState:
         owner = self.owners.get(key)
         if owner is None:
-            owner = self.owners[key] = [0, 0, (), array("d", [-1.0] * self._slots)]
+            owner = self.owners[key] = OwnerState(0, 0, (), array("d", [-1.0] * self._slots))
         return owner
 
-    def _offset(self, owner: list[Any], metric: str) -> int:
+    def _offset(self, owner: OwnerState, metric: str) -> int:
         """Where the metric's block starts in the owner's numbers; a new metric gets a block of zeros (count 0)."""
-        offset = self._names[owner[NAMES]].get(metric)
+        offset = self._names[owner.names].get(metric)
         if offset is None:
-            names = owner[NAMES] + (metric,)
+            names = owner.names + (metric,)
             names = self._tuples.setdefault(names, names)
             if names not in self._names:
                 self._names[names] = dict((name, self._slots + n * self._block) for n, name in enumerate(names))
-            owner[NAMES] = names
-            owner[NUMBERS].extend([0.0] * SUMS + [NOT_SCORED] * (2 * self._slots) + [0.0, 0.0])
+            owner.names = names
+            owner.numbers.extend([0.0] * SUMS + [NOT_SCORED] * (2 * self._slots) + [0.0, 0.0])
             offset = self._names[names][metric]
         return offset
 
@@ -202,10 +209,10 @@ class HistoryFold:
         for key, metric, z, ratio, value, centre in run_scores(samples, self.straggler_rule):
             owner = self._owner(key)
             offset = self._offset(owner, metric)
-            numbers = owner[NUMBERS]
+            numbers = owner.numbers
             if numbers[slot] != run:  # the owner's first score of this run: its slot's older scores go
                 numbers[slot] = run
-                for start in self._names[owner[NAMES]].values():
+                for start in self._names[owner.names].values():
                     numbers[start + SUMS + 2 * slot] = numbers[start + SUMS + 2 * slot + 1] = NOT_SCORED
             at = offset + SUMS + 2 * slot
             numbers[at], numbers[at + 1] = z, ratio
@@ -223,9 +230,9 @@ class HistoryFold:
         owner = self.owners.get(key)
         if owner is None or not self._slots:
             return {}
-        numbers = owner[NUMBERS]
+        numbers = owner.numbers
         out: dict[str, list[tuple[int, float, float, Any, Any]]] = {}
-        for metric, offset in self._names[owner[NAMES]].items():
+        for metric, offset in self._names[owner.names].items():
             series = []
             for past in range(max(1, run - self._slots + 1), run + 1):
                 slot = past % self._slots
@@ -240,13 +247,13 @@ class HistoryFold:
 
     def _measure(self, key: tuple[str, str], figures: Optional[Mapping[str, float]]) -> None:
         owner = self._owner(key)
-        if owner[LAST_RUN] == self.runs:
+        if owner.last_run == self.runs:
             return  # seen twice in one run (a GPU UUID reported by two hosts): one run, one value
-        owner[LAST_RUN] = self.runs
-        owner[RUNS] += 1
+        owner.last_run = self.runs
+        owner.runs += 1
         for metric, value in (figures or {}).items():
             at = self._offset(owner, metric)
-            state = owner[NUMBERS]
+            state = owner.numbers
             if state[at] == 0.0:
                 state[at], state[at + 1], state[at + 2], state[at + 3] = 1.0, value, value, 0.0
             else:
@@ -272,13 +279,14 @@ class HistoryFold:
         series is dropped as it is judged, so its state and its result are never both held for the whole fleet."""
         rule = dict(DEFAULT_RULE, **(rule or {}))
         latest = current.get("hosts") or {}
-        host_runs = dict((owner, state[0]) for (kind, owner), state in self.owners.items() if kind == "host")
+        host_runs = dict((owner, state.runs) for (kind, owner), state in self.owners.items() if kind == "host")
         hosts: dict[str, Any] = {}
         gpus: dict[str, Any] = {}
         degrading: list[dict[str, Any]] = []
         for key in sorted(self.owners):
             kind, owner = key
-            runs, _last_run, names, numbers = self.owners.pop(key)
+            state = self.owners.pop(key)
+            runs, names, numbers = state.runs, state.names, state.numbers
             if kind == "host":
                 measured = (latest.get(owner) or {}).get("figures") or {}
             else:
