@@ -22,13 +22,22 @@ breaking changes at any time. Do not use it from other collections or roles.
 import heapq
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import HEALTHY, WARNING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better, number
 
-# One planned GPU: (host, index, uuid, name, memory_total_mib, throughput).
-PlannedGpu = tuple[str, Any, Optional[str], Optional[str], Optional[float], float]
+
+class PlannedGpu(NamedTuple):
+    """One GPU the plan can give samples to."""
+
+    host: str
+    index: Any
+    uuid: Optional[str]
+    name: Optional[str]
+    memory_total_mib: Optional[float]
+    throughput: float  # samples per unit time: the metric, or its inverse for a lower-is-better metric
+
 
 PLAN_KIND = "continuum.hydra.batch_plan"
 PLAN_SCHEMA_VERSION = "1.1.0"
@@ -49,7 +58,7 @@ def _throughput(value: object, lower_better: bool) -> Optional[float]:
 
 
 def _gpus_of(host: str, summary: Optional[Mapping[str, Any]], metric: str, lower_better: bool) -> tuple[Optional[list[PlannedGpu]], Optional[str]]:
-    """[(host, index, uuid, name, memory_mib, throughput)] of one host, or a reason it takes no part."""
+    """The planned GPUs of one host, or a reason it takes no part."""
     gpus = gpu_records(summary)
     if not gpus:
         return None, "no GPUs in its profile"
@@ -62,14 +71,15 @@ def _gpus_of(host: str, summary: Optional[Mapping[str, Any]], metric: str, lower
             own = host_value if lower_better else host_value / len(gpus)
         if own is None:
             return None, "no %s figure for GPU %s" % (metric, gpu.get("index"))
-        out.append((host, gpu.get("index"), gpu.get("uuid"), gpu.get("name"), number(gpu.get("memory_total_mib")), own))
+        out.append(PlannedGpu(host, gpu.get("index"), gpu.get("uuid"), gpu.get("name"), number(gpu.get("memory_total_mib")), own))
     return out, None
 
 
 def _caps(gpus: Sequence[PlannedGpu], memory_per_sample_mib: Optional[float]) -> list[Optional[int]]:
     if not memory_per_sample_mib:
         return [None] * len(gpus)
-    return [int(math.floor(g[4] * MEMORY_HEADROOM / memory_per_sample_mib)) if g[4] else None for g in gpus]
+    return [int(math.floor(g.memory_total_mib * MEMORY_HEADROOM / memory_per_sample_mib)) if g.memory_total_mib else None
+            for g in gpus]
 
 
 def _known(caps: Sequence[Optional[int]]) -> dict[int, int]:
@@ -168,22 +178,22 @@ def plan_batches(profiles: Mapping[str, Any], host_status: Mapping[str, str], gl
     if any(c < 1 for c in capped.values()):
         worst = min(i for i, c in capped.items() if c < 1)
         plan["error"] = "one sample of %s MiB does not fit in GPU %s of %s (%s MiB x %.1f)" % (
-            memory_per_sample_mib, gpus[worst][1], gpus[worst][0], gpus[worst][4], MEMORY_HEADROOM)
+            memory_per_sample_mib, gpus[worst].index, gpus[worst].host, gpus[worst].memory_total_mib, MEMORY_HEADROOM)
         return plan
     if len(capped) == len(caps) and sum(capped.values()) < global_batch_size:
         plan["error"] = "batch_global_size %d does not fit: the planned GPUs hold at most %d samples of %s MiB" % (
             global_batch_size, sum(capped.values()), memory_per_sample_mib)
         return plan
-    throughputs = [g[5] for g in gpus]
+    throughputs = [g.throughput for g in gpus]
     batches = _integers(_proportional(throughputs, caps, global_batch_size), caps, throughputs, global_batch_size)
     uniform = _uniform(throughputs, global_batch_size)
     uniform_time = max(b / t for b, t in zip(uniform, throughputs))
     planned_time = max(b / t for b, t in zip(batches, throughputs))
-    for (host, index, uuid, name, _memory, throughput), batch, cap in zip(gpus, batches, caps):
-        entry = plan["hosts"].setdefault(host, {"batch_size": 0, "gpus": []})
+    for gpu, batch, cap in zip(gpus, batches, caps):
+        entry = plan["hosts"].setdefault(gpu.host, {"batch_size": 0, "gpus": []})
         entry["batch_size"] += batch
-        entry["gpus"].append({"index": index, "uuid": uuid, "name": name, "batch_size": batch, "throughput": throughput,
-                              "max_batch_size": cap})
+        entry["gpus"].append({"index": gpu.index, "uuid": gpu.uuid, "name": gpu.name, "batch_size": batch,
+                              "throughput": gpu.throughput, "max_batch_size": cap})
     plan["gpus_planned"] = len(gpus)
     plan["uniform"] = {"batch_size_per_gpu": global_batch_size / float(len(gpus)),
                        "fits_memory": all(c is None or u <= c for u, c in zip(uniform, caps))}
