@@ -13,7 +13,7 @@ description:
   - A layout that differs is replaced whole (compute and GPU instances destroyed, then the wanted GPU instances
     created, each with its default compute instance), which ends whatever ran on them. So the module refuses to
     change a GPU on which compute processes run, and changes nothing at all unless O(confirm=true).
-  - A GPU whose new MIG mode waits for a GPU reset or reboot is listed in RV(reset_required_gpus); its layout is
+  - A GPU whose new MIG mode waits for a GPU reset or reboot is listed in RV(reboot_required_gpus); its layout is
     created by a run after the reset.
   - Usually called by the P(continuum.hydra.mig#role) role; see C(docs/remediation.md).
 author:
@@ -93,7 +93,7 @@ gpus:
   returned: always
   type: dict
   sample: {"gpu0": {"mig_current": "Enabled", "mig_pending": "Enabled", "instances": ["3g.40gb", "3g.40gb"]}}
-reset_required_gpus:
+reboot_required_gpus:
   description: GPUs whose MIG mode waits for a GPU reset or reboot ("reset / reboot required").
   returned: always
   type: list

@@ -94,7 +94,7 @@ def test_mode_off_and_a_mode_change_waiting_for_reset(tmp_path, smi):
     assert run.rc == 0, run.output[-4000:]
     gpu1 = read_state(smi[1])["gpus"][1]
     assert (gpu1["mig_mode_current"], gpu1["mig_mode_pending"]) == ("Disabled", "Enabled")
-    assert run.result["reset_required_gpus"] == [1]
+    assert run.result["reboot_required_gpus"] == [1]
     assert "MIG mode pending on GPU(s) 1: reset / reboot required" in run.output
     # No layout can be made before the reset.
     assert layouts(smi[1])[1] == []

@@ -153,7 +153,7 @@ def unverified(steps: list[Step], gpus_after: list[Gpu], instances_after: list[I
     return problems
 
 
-def reset_required(gpus: list[Gpu]) -> list[int]:
+def reboot_required(gpus: list[Gpu]) -> list[int]:
     """GPUs whose MIG mode waits for a GPU reset or reboot."""
     return [g["index"] for g in gpus if g["mig_pending"] is not None and g["mig_pending"] != g["mig_current"]]
 
@@ -244,10 +244,10 @@ class MigWorker(Worker):
 
     def result(self, plan: list[Step], before: dict[str, Any], after: dict[str, Any], applied: bool) -> dict[str, Any]:
         state = after if applied else before
-        return {"steps": plan, "gpus": self.view(state), "reset_required_gpus": reset_required(state["gpus"])}
+        return {"steps": plan, "gpus": self.view(state), "reboot_required_gpus": reboot_required(state["gpus"])}
 
     def warnings(self, done: list[Step], after: dict[str, Any]) -> list[str]:
-        waiting = reset_required(after["gpus"])
+        waiting = reboot_required(after["gpus"])
         if not waiting:
             return []
         return ["MIG mode of GPU(s) %s waits for a GPU reset / reboot; run again after it to create the layout"

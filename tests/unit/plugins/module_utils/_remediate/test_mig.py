@@ -66,9 +66,9 @@ def test_bad_input(mode, layout, message):
     assert str(err.value).startswith(message)
 
 
-def test_unverified_and_reset_required():
+def test_unverified_and_reboot_required():
     gpus = _mig.parse_modes(MODES)
     steps = _mig.plan([gpus[2]], "enabled", {"2": ["7g.80gb"]}, [], [])
     waiting = _mig.parse_modes("2, GPU-ccc, 00000000:81:00.0, Disabled, Enabled\n")
-    assert _mig.reset_required(waiting) == [2]
+    assert _mig.reboot_required(waiting) == [2]
     assert _mig.unverified(steps, waiting, []) == [(2, "layout", [])]
