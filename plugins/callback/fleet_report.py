@@ -192,27 +192,25 @@ from typing import Any, Optional
 
 from ansible import constants as C
 from ansible.errors import AnsibleError
-from ansible.module_utils.common.text.converters import to_native
 from ansible.playbook.block import Block
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._callback_settings import awx_storage_warning
+from ansible_collections.continuum.hydra.plugins.plugin_utils._callback_settings import (
+    awx_storage_warning,
+    options_or_defaults,
+    read_settings,
+)
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import coverage, findings, history, parts, state_files
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse, cyclic_gc_paused
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import BatchPlanError
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import validate as validate_batch
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import ExpectedVersionsError, parse_expected
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.evidence import build_evidence, evidence_links
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.fabric import fabric_evidence
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import DEFAULT_THRESHOLD as DEFAULT_PLACEMENT_THRESHOLD
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import PlacementSettingError, threshold_value
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector, no_hosts_message, timed_out_message
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import host_entry as workload_entry
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import batch_plan as plan_files
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, perf_csv, terminal
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats, terminal
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import one_line
 
 DOCTOR = "continuum.hydra.doctor"
 PROFILE = "continuum.hydra.profile"
@@ -258,10 +256,6 @@ def _action_of(task: Any) -> str:
     return getattr(task, "resolved_action", None) or task.action
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(to_native(exc).split())
-
-
 class CallbackModule(CallbackBase):
     CALLBACK_VERSION = 2.0
     CALLBACK_TYPE = "aggregate"
@@ -289,86 +283,18 @@ class CallbackModule(CallbackBase):
         try:
             super().set_options(task_keys=task_keys, var_options=var_options, direct=direct)
         except AnsibleError:
-            # One bad value (HYDRA_HISTORY_KEEP=ten) must not cost the report: that option falls back to its default.
-            self._plugin_options = {}
-            for name, spec in C.config.get_configuration_definitions(self.plugin_type, self._load_name).items():
-                try:
-                    self._plugin_options[name] = C.config.get_config_value(
-                        name, plugin_type=self.plugin_type, plugin_name=self._load_name, keys=task_keys, variables=var_options,
-                        direct=direct)
-                except AnsibleError as exc:
-                    self._plugin_options[name] = spec.get("default")
-                    self._problems.append("settings: %s; using the default %r" % (_one_line(exc), spec.get("default")))
-
-    def _read_settings(self) -> dict[str, Any]:
-        """The options, checked: each bad one is a one-line problem and falls back to doing less, never to nothing."""
-        problems = self._problems
-        chosen = [str(f).strip() for f in self.get_option("formats") or []]
-        unknown = formats.unknown_formats(chosen)
-        if unknown:
-            problems.append("formats: %s unknown; accepted: %s" % (", ".join(repr(u) for u in unknown), ", ".join(formats.FORMAT_NAMES)))
-        keep = self.get_option("history_keep")
-        if keep is None or keep < 0:
-            problems.append("history_keep: %r is not a number of runs (0 or more); history is off" % (keep,))
-            keep = 0
-        straggler_runs = self.get_option("straggler_history_runs")
-        if straggler_runs is None or straggler_runs < 0:
-            problems.append("straggler_history_runs: %r is not a number of runs (0 or more); stragglers are judged on this run"
-                            % (straggler_runs,))
-            straggler_runs = 0
-        expected = None
-        path = self.get_option("expected_versions")
-        if path:
-            try:
-                with open(path, encoding="utf-8") as handle:
-                    expected = parse_expected(handle.read(), path)
-            except OSError as exc:
-                problems.append("expected_versions: cannot read %s: %s; drift is judged against the class majority" % (path, exc.strerror or exc))
-            except ExpectedVersionsError as exc:
-                problems.append("expected_versions: %s; drift is judged against the class majority" % exc)
-        batch = None
-        size = self.get_option("batch_global_size")
-        if size is not None:
-            memory = self.get_option("batch_memory_per_sample_mib")
-            try:
-                validate_batch(size, memory)
-                batch = {"global_batch_size": size, "memory_per_sample_mib": memory, "metric": self.get_option("batch_metric")}
-            except BatchPlanError as exc:
-                problems.append("%s; no batch plan" % exc)
-        try:
-            placement_threshold = threshold_value(self.get_option("placement_threshold"))
-        except PlacementSettingError as exc:
-            problems.append("%s; using %g" % (exc, DEFAULT_PLACEMENT_THRESHOLD))
-            placement_threshold = DEFAULT_PLACEMENT_THRESHOLD
-        lock_wait = self.get_option("state_lock_timeout")
-        if lock_wait is None or not 0 <= lock_wait < float("inf"):
-            problems.append("state_lock_timeout: %r is not a number of seconds (0 or more); using %g"
-                            % (lock_wait, state_files.DEFAULT_LOCK_WAIT_S))
-            lock_wait = state_files.DEFAULT_LOCK_WAIT_S
-        report_dir = self.get_option("report_dir")
-        return {
-            "report_dir": report_dir,
-            "formats": [f for f in chosen if f not in unknown],
-            "history_keep": keep,
-            "state_lock_timeout": lock_wait,
-            "straggler_history_runs": straggler_runs,
-            "history_dir": self.get_option("history_dir") or os.path.join(report_dir, "history"),
-            "class_groups": [str(g) for g in self.get_option("class_groups") or []],
-            "expected": expected,
-            "batch": batch,
-            "placement_threshold": placement_threshold,
-        }
+            self._plugin_options = options_or_defaults(self._load_name, task_keys, var_options, direct, self._problems)
 
     def _settings_now(self) -> dict[str, Any]:
         if self._settings is None:
-            self._settings = self._read_settings()
+            self._settings = read_settings(self.get_option, self._problems)
         return self._settings
 
     def v2_playbook_on_start(self, playbook: Any) -> None:
         self._playbook = os.path.basename(playbook._file_name)
         self._settings_now()
         for problem in self._problems:
-            self._display.warning("%s: %s" % (NAME, problem))
+            self._warn(problem)
 
     def v2_playbook_on_play_start(self, play: Any) -> None:
         self._play_runs_hydra = _runs_hydra(play.pre_tasks + play.tasks + play.post_tasks)
@@ -384,14 +310,14 @@ class CallbackModule(CallbackBase):
             try:
                 self._slice_hosts.update(h.get_name() for h in manager._inventory.get_hosts(play.hosts))
             except (AnsibleError, AttributeError) as exc:
-                self._problems.append("parts: cannot list the slice's hosts: %s" % _one_line(exc))
+                self._problems.append("parts: cannot list the slice's hosts: %s" % one_line(exc))
 
     def _warn_awx_storage(self, extra_vars: Mapping[str, Any]) -> None:
         """One warning when this AWX job would write its reports into its private data dir (deleted with the job)."""
         problem = awx_storage_warning(self._settings_now()["report_dir"], extra_vars, os.environ, os.getcwd())
         if problem:
             self._problems.append("storage: %s" % problem)
-            self._display.warning("%s: %s" % (NAME, problem))
+            self._warn(problem)
 
     def _read_slice(self, extra_vars: Mapping[str, Any]) -> dict[str, str]:
         """{workflow_job_id, job_id} from AWX's extra vars when this run is a slice of a workflow; {} otherwise."""
@@ -403,7 +329,7 @@ class CallbackModule(CallbackBase):
         except parts.PartError as exc:
             problem = "parts: %s; writing the whole report instead of a part" % exc
             self._problems.append(problem)
-            self._display.warning("%s: %s" % (NAME, problem))
+            self._warn(problem)
             return {}
 
     def v2_playbook_on_no_hosts_matched(self) -> None:
@@ -512,7 +438,7 @@ class CallbackModule(CallbackBase):
             self._collector.set_groups(name, names)
         for problem in result.get("problems") or []:
             self._problems.append(problem)
-            self._display.warning("%s: %s" % (NAME, problem))
+            self._warn(problem)
 
     def _write_part(self, now: datetime.datetime, settings: Mapping[str, Any]) -> None:
         """A slice's part (every host entry and the slice's hosts), in place of the shared fleet-report.*."""
@@ -522,10 +448,7 @@ class CallbackModule(CallbackBase):
         part = parts.build_part(self._collector.hosts, self._slice_hosts, self._collector.groups,
                                 ids["workflow_job_id"], ids["job_id"], now.isoformat(timespec="seconds"), self._playbook)
         path = parts.part_path(settings["report_dir"], ids["workflow_job_id"], ids["job_id"])
-        try:
-            write_atomic(path, state_files.json_text(part))
-        except OSError as exc:
-            self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
+        if not formats.write_file(path, state_files.json_text(part), self._warn):
             return
         self._display.display("continuum.hydra fleet report: slice part of %d host%s (workflow %s, job %s): %s; "
                               "playbooks/merge.yml writes the report" % (
@@ -554,7 +477,7 @@ class CallbackModule(CallbackBase):
             self._write_evidence(report, settings)
             if self._bug_reports:
                 report["bug_reports"] = list(self._bug_reports)
-            paths = self._write(report, now, settings)
+            paths = formats.write_report(report, settings["report_dir"], settings["formats"], now, self._warn)
             if options is not None:
                 paths.extend(self._write_batch_plan(report, settings))
             lines = terminal.render(report, paths) + self._bug_report_lines()
@@ -572,9 +495,9 @@ class CallbackModule(CallbackBase):
             try:
                 stack.enter_context(state_files.locked(history.lock_target(settings["history_dir"]), settings["state_lock_timeout"]))
             except OSError as exc:
-                problem = "history: not read or written this run: %s" % _one_line(exc)
+                problem = "history: not read or written this run: %s" % one_line(exc)
                 self._problems.append(problem)
-                self._display.warning("%s: %s" % (NAME, problem))
+                self._warn(problem)
                 yield False
                 return
             yield True
@@ -592,35 +515,9 @@ class CallbackModule(CallbackBase):
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug in the analysis must not cost the report of what doctor found.
             report.pop("analysis", None)
-            self._display.warning("%s: fleet analysis failed, the report has none: %s: %s" % (NAME, type(exc).__name__, _one_line(exc)))
+            self._warn("fleet analysis failed, the report has none: %s: %s" % (type(exc).__name__, one_line(exc)))
             return None
         return options
-
-    def _write(self, report: Mapping[str, Any], now: datetime.datetime, settings: Mapping[str, Any]) -> list[str]:
-        directory = settings["report_dir"]
-        written = []
-        for name, filename, render in formats.selected(settings["formats"]):
-            path = os.path.join(directory, filename)
-            try:
-                write_atomic(path, render(report))
-                written.append(path)
-                if name == "json":
-                    stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%S.%fZ")))
-                    write_atomic(stamped, _chunks_of(path))
-            except OSError as exc:
-                self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
-            except Exception as exc:  # pylint: disable=broad-exception-caught
-                self._display.warning("%s: cannot render %s: %s: %s" % (NAME, path, type(exc).__name__, _one_line(exc)))
-        if report.get("workloads"):
-            path = os.path.join(directory, perf_csv.FILE_NAME)
-            try:
-                write_atomic(path, perf_csv.render(report))
-                written.append(path)
-            except OSError as exc:
-                self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
-            except Exception as exc:  # pylint: disable=broad-exception-caught
-                self._display.warning("%s: cannot render %s: %s: %s" % (NAME, path, type(exc).__name__, _one_line(exc)))
-        return written
 
     def _write_history(self, now: datetime.datetime, settings: Mapping[str, Any], options: AnalysisOptions) -> None:
         if options.current_snapshot is None:
@@ -628,7 +525,7 @@ class CallbackModule(CallbackBase):
         try:
             history.write_snapshot(settings["history_dir"], options.current_snapshot, now, settings["history_keep"])
         except OSError as exc:
-            self._display.warning("%s: cannot write the history snapshot to %s: %s" % (NAME, settings["history_dir"], exc))
+            self._warn("cannot write the history snapshot to %s: %s" % (settings["history_dir"], exc))
         options.current_snapshot = None  # written: not held while the formats are rendered
 
     def _update_screening(self, report: dict[str, Any], now: datetime.datetime, settings: Mapping[str, Any]) -> None:
@@ -658,11 +555,11 @@ class CallbackModule(CallbackBase):
             # A bug in the findings must not cost the report of what doctor found.
             report.setdefault("findings", [])
             store = {"path": path, "updated": False, "set_aside": None,
-                     "problems": ["findings: not updated: %s: %s" % (type(exc).__name__, _one_line(exc))]}
+                     "problems": ["findings: not updated: %s: %s" % (type(exc).__name__, one_line(exc))]}
         report["findings_store"] = store  # the report itself says when the store was set aside or not updated
         for problem in store["problems"]:
             self._problems.append(problem)
-            self._display.warning("%s: %s" % (NAME, problem))
+            self._warn(problem)
 
     def _write_evidence(self, report: dict[str, Any], settings: Mapping[str, Any]) -> None:
         """evidence/<host>/<uuid>.json per failing GPU (an RMA ticket's attachment), listed in the report's ``evidence``.
@@ -672,16 +569,10 @@ class CallbackModule(CallbackBase):
             records = build_evidence(report) + fabric_evidence(report)
         except Exception as exc:  # pylint: disable=broad-exception-caught
             # A bug here must not cost the report of what doctor found.
-            self._display.warning("%s: no evidence files: %s: %s" % (NAME, type(exc).__name__, _one_line(exc)))
+            self._warn("no evidence files: %s: %s" % (type(exc).__name__, one_line(exc)))
             records = []
-        written = []
-        for record in records:
-            path = os.path.join(settings["report_dir"], *record["path"].split("/"))
-            try:
-                write_atomic(path, state_files.json_text(record))
-                written.append(record)
-            except OSError as exc:
-                self._display.warning("%s: cannot write %s: %s" % (NAME, path, exc))
+        written = [record for record in records if formats.write_file(
+            os.path.join(settings["report_dir"], *record["path"].split("/")), state_files.json_text(record), self._warn)]
         report["evidence"] = evidence_links(written)
 
     def _bug_report_lines(self) -> list[tuple[str, Optional[str]]]:
@@ -696,23 +587,14 @@ class CallbackModule(CallbackBase):
         return lines
 
     def _write_batch_plan(self, report: Mapping[str, Any], settings: Mapping[str, Any]) -> list[str]:
-        written = []
         plan = report["analysis"].get("batch_plan")
-        if plan and not plan["error"]:
-            base = os.path.join(settings["report_dir"], BATCH_PLAN_NAME)
-            try:
-                write_atomic(base + ".json", plan_files.json_pieces(plan))
-                write_atomic(base + ".yaml", plan_files.yaml_text(plan))
-                written.append(base + ".json")
-            except OSError as exc:
-                self._display.warning("%s: cannot write the batch plan %s: %s" % (NAME, base, exc))
-        return written
+        if not plan or plan["error"]:
+            return []
+        base = os.path.join(settings["report_dir"], BATCH_PLAN_NAME)
+        if formats.write_file(base + ".json", plan_files.json_pieces(plan), self._warn) and formats.write_file(
+                base + ".yaml", plan_files.yaml_text(plan), self._warn):
+            return [base + ".json"]
+        return []
 
-
-def _chunks_of(path: str, size: int = 1 << 20) -> Iterator[str]:
-    with open(path, encoding="utf-8") as handle:
-        while True:
-            chunk = handle.read(size)
-            if not chunk:
-                return
-            yield chunk
+    def _warn(self, line: str) -> None:
+        self._display.warning("%s: %s" % (NAME, line))

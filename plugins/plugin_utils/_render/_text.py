@@ -1,7 +1,7 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Text helpers every renderer shares: control characters out of fleet strings, plurals.
+"""Text helpers every renderer shares: control characters out of fleet strings, plurals, an error in one line.
 
 Host names, GPU names and messages come from the fleet. Their control characters (C0, DEL and C1) must
 not reach a report raw: an ESC recolours a terminal, a BEL or NUL makes XML unparseable, a C1 character
@@ -16,6 +16,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 import functools
 import re
 from typing import Optional
+
+from ansible.module_utils.common.text.converters import to_native
 
 REPLACEMENT = "\ufffd"
 _CONTROLS = "\x00-\x1f\x7f-\x9f"
@@ -43,3 +45,8 @@ def escaped_controls(text: str) -> str:
 def plural(count: int, word: str, words: Optional[str] = None) -> str:
     """"1 host", "2 hosts" (``words`` when the plural is not word + "s")."""
     return "%d %s" % (count, word if count == 1 else (words or word + "s"))
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's text on one line, for a warning or a report's problem line."""
+    return " ".join(to_native(exc).split())

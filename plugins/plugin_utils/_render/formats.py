@@ -3,14 +3,21 @@
 
 """The file formats of the fleet report: name -> (file name, renderer). Each renderer yields text pieces.
 
+write_file() writes every file of the report (its formats, perf.csv, evidence, a slice's part, the batch plan):
+atomically, a failure one warning line that costs no other file.
+
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import datetime
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Callable
 
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render import html, json_report, junit, markdown, prometheus
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render import html, json_report, junit, markdown, perf_csv, prometheus
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import one_line
 
 Renderer = Callable[[Mapping[str, Any]], Iterator[str]]
 
@@ -33,3 +40,44 @@ def selected(names: Iterable[str]) -> list[tuple[str, str, Renderer]]:
     """(name, file name, renderer) of the chosen formats, in the catalogue's order."""
     wanted = set(names)
     return [f for f in FORMATS if f[0] in wanted]
+
+
+def write_file(path: str, pieces: Iterable[str], warn: Callable[[str], None]) -> bool:
+    """The pieces written atomically at path as they come (a renderer's errors come while writing); whether written.
+    A failure, the disk's or the renderer's, is one line to warn."""
+    try:
+        write_atomic(path, pieces)
+        return True
+    except OSError as exc:
+        warn("cannot write %s: %s" % (path, exc))
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        # A renderer's bug costs its own file, not the report's other files.
+        warn("cannot render %s: %s: %s" % (path, type(exc).__name__, one_line(exc)))
+    return False
+
+
+def write_report(report: Mapping[str, Any], directory: str, names: Iterable[str], now: datetime.datetime,
+                 warn: Callable[[str], None]) -> list[str]:
+    """The chosen formats (JSON with its timestamped copy) and, when workloads ran, perf.csv; the paths written."""
+    written = []
+    for name, filename, render in selected(names):
+        path = os.path.join(directory, filename)
+        if write_file(path, render(report), warn):
+            written.append(path)
+            if name == "json":
+                stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%S.%fZ")))
+                write_file(stamped, _chunks_of(path), warn)
+    if report.get("workloads"):
+        path = os.path.join(directory, perf_csv.FILE_NAME)
+        if write_file(path, perf_csv.render(report), warn):
+            written.append(path)
+    return written
+
+
+def _chunks_of(path: str, size: int = 1 << 20) -> Iterator[str]:
+    with open(path, encoding="utf-8") as handle:
+        while True:
+            chunk = handle.read(size)
+            if not chunk:
+                return
+            yield chunk
