@@ -128,17 +128,11 @@ def doctor_outcomes(source: Any, hosts: Optional[Iterable[str]] = None, result_v
         raise AnsibleFilterError("doctor_outcomes: give the hosts to report on (hostvars | doctor_outcomes(hosts)), "
                                  "or pass a fleet report (its 'kind' is %s)" % FLEET_REPORT_KIND)
     # Registered results go through the fleet report's own reading of them: one rule for both inputs.
-    collector = FleetCollector()
-    for name in hosts:
-        try:
-            result = source[name].get(result_var) if name in source else None
-        except (AttributeError, TypeError) as exc:
-            raise AnsibleFilterError("doctor_outcomes: input must be hostvars or a fleet report dict, got %s"
-                                     % type(source).__name__) from exc
-        try:
-            collector.add_registered(name, result)
-        except TypeError as exc:
-            raise AnsibleFilterError("doctor_outcomes: %s" % exc) from exc
+    hosts = list(hosts)
+    try:
+        collector = FleetCollector.from_hostvars(source, hosts, result_var)
+    except TypeError as exc:
+        raise AnsibleFilterError("doctor_outcomes: %s" % exc) from exc
     fabric = _fabric_verdict(source, hosts, fabric_var)
     if fabric is not None:
         collector.add_fabric(fabric["fabric"], fabric.get("checks") or {})

@@ -63,7 +63,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.continuum.hydra.plugins.filter.fleet_stats import _collect
+from ansible_collections.continuum.hydra.plugins.filter.fleet_stats import hostvars_report
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import parts
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render.awx import set_stats_data
 
@@ -77,7 +77,7 @@ def fleet_part_stats(source: Any, hosts: Iterable[str], workflow_job_id: Any, jo
         workflow_id, job = parts.clean_id(workflow_job_id, "awx_workflow_job_id"), parts.clean_id(job_id, "awx_job_id")
     except parts.PartError as exc:
         raise AnsibleFilterError("fleet_part_stats: %s" % exc) from exc
-    report = _collect(source, list(hosts), result_var)
+    report = hostvars_report(source, list(hosts), result_var, "fleet_part_stats")
     return parts.part_summary(set_stats_data(report)["hydra_fleet"], report["hosts"], workflow_id, job)
 
 

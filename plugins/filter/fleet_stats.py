@@ -63,50 +63,13 @@ _value:
 """
 
 import datetime
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import UNREACHABLE
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import REPORT_KIND, FleetCollector
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render.awx import set_stats_data
-
-# What the summary reads of a registered result besides its checks (FleetCollector.add_registered).
-_RESULT_KEYS = ("msg", UNREACHABLE, "skipped")
-_CHECK_KEYS = ("id", "status", "blocked_by")
-
-
-def _thin(result: Any) -> Any:
-    """The parts of a registered doctor result the summary reads, copied once into plain data.
-
-    hostvars hands a filter lazily templated containers, where every read of a key costs a template check: reading
-    each check's id, status and blocked_by once, here, instead of walking the whole result several times
-    (the verdict, the roots, the report's counts and actions), is what keeps this filter cheap at fleet size."""
-    if not isinstance(result, Mapping):
-        return result
-    thin = dict((key, result[key]) for key in _RESULT_KEYS if key in result)
-    checks = result.get("checks")
-    if isinstance(checks, list):
-        thin["checks"] = [dict((key, chk[key]) for key in _CHECK_KEYS if key in chk) if isinstance(chk, Mapping) else chk
-                          for chk in checks]
-    elif checks is not None:
-        thin["checks"] = checks
-    return thin
-
-
-def _collect(source: Mapping[str, Any], hosts: Iterable[str], result_var: str) -> dict[str, Any]:
-    collector = FleetCollector()
-    for name in hosts:
-        try:
-            result = _thin(source[name].get(result_var)) if name in source else None
-        except (AttributeError, TypeError) as exc:
-            raise AnsibleFilterError("fleet_stats: hostvars of %s is not a mapping of variables" % name) from exc
-        try:
-            collector.add_registered(name, result)
-        except TypeError as exc:
-            raise AnsibleFilterError("fleet_stats: %s of %s must be a doctor result dict, got %s" % (result_var, name, type(result).__name__)) from exc
-    return collector.build(datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
 
 def fleet_stats(source: Any, hosts: Optional[Iterable[str]] = None, result_var: str = "hydra_doctor") -> dict[str, dict[str, Any]]:
@@ -120,9 +83,17 @@ def fleet_stats(source: Any, hosts: Optional[Iterable[str]] = None, result_var: 
                                  "or pass a fleet report (its 'kind' is %s)" % REPORT_KIND)
     if isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__"):
         raise AnsibleFilterError("fleet_stats: hosts must be a list of host names, got %r" % (hosts,))
-    if not isinstance(source, Mapping):
-        raise AnsibleFilterError("fleet_stats: input must be hostvars or a fleet report dict, got %s" % type(source).__name__)
-    return set_stats_data(_collect(source, list(hosts), result_var))
+    return set_stats_data(hostvars_report(source, hosts, result_var, "fleet_stats"))
+
+
+def hostvars_report(source: Any, hosts: Iterable[str], result_var: str, caller: str) -> dict[str, Any]:
+    """The fleet report of the hosts' registered doctor results (FleetCollector.from_hostvars), generated now; a bad
+    input is one AnsibleFilterError naming the caller."""
+    try:
+        collector = FleetCollector.from_hostvars(source, hosts, result_var)
+    except TypeError as exc:
+        raise AnsibleFilterError("%s: %s" % (caller, exc)) from exc
+    return collector.build(datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
 
 class FilterModule:

@@ -34,6 +34,38 @@ NOT_JUDGED = (UNREACHABLE, TASK_FAILED, MISSING)
 _ACTION_RANK = {FAIL: 0, ERROR: 1, WARN: 2}
 
 
+# What a collector reads of a registered doctor result besides its checks (add_registered), and of each check; of a
+# check that may fail, its details' proof too (a drain reason's).
+_RESULT_KEYS = ("msg", UNREACHABLE, "skipped", "screen")
+_CHECK_KEYS = ("id", "status", "blocked_by")
+
+
+def _thin(result: Any) -> Any:
+    """The parts of a registered doctor result a verdict reads, copied once into plain data.
+
+    hostvars hands a filter lazily templated containers, where every read of a key costs a template check: reading
+    each check's id, status and blocked_by once, here, instead of walking the whole result several times
+    (the verdict, the roots, the report's counts and actions), is what keeps a filter cheap at fleet size."""
+    if not isinstance(result, Mapping):
+        return result
+    thin = dict((key, result[key]) for key in _RESULT_KEYS if key in result)
+    checks = result.get("checks")
+    if isinstance(checks, list):
+        thin["checks"] = [_thin_check(chk) if isinstance(chk, Mapping) else chk for chk in checks]
+    elif checks is not None:
+        thin["checks"] = checks
+    return thin
+
+
+def _thin_check(chk: Mapping[str, Any]) -> dict[str, Any]:
+    thin = dict((key, chk[key]) for key in _CHECK_KEYS if key in chk)
+    if thin.get("status") in (FAIL, ERROR) or thin.get("blocked_by"):
+        details = chk.get("details")
+        if isinstance(details, Mapping) and details.get("proof"):
+            thin["details"] = {"proof": details["proof"]}
+    return thin
+
+
 class FleetCollector:
     """Accumulates host outcomes as the play reports them; build() makes the report."""
 
@@ -41,6 +73,23 @@ class FleetCollector:
         self._hosts: dict[str, dict[str, Any]] = {}
         self.groups: dict[str, list[str]] = {}
         self.fabric: Optional[dict[str, Any]] = None  # the fabric test's section and each host's fabric.* checks
+
+    @classmethod
+    def from_hostvars(cls, hostvars: Any, hosts: Iterable[str], result_var: str) -> "FleetCollector":
+        """Each host's registered doctor result (hostvars[host][result_var]; none: it never ran), as the filters read
+        it: only what the verdict needs, read once. TypeError names a bad input."""
+        if not isinstance(hostvars, Mapping):
+            raise TypeError("input must be hostvars or a fleet report dict, got %s" % type(hostvars).__name__)
+        collector = cls()
+        for name in hosts:
+            variables = hostvars[name] if name in hostvars else {}
+            if not isinstance(variables, Mapping):
+                raise TypeError("hostvars of %s is not a mapping of variables" % name)
+            result = _thin(variables.get(result_var))
+            if result is not None and not isinstance(result, dict):
+                raise TypeError("%s of %s must be a doctor result dict, got %s" % (result_var, name, type(result).__name__))
+            collector.add_registered(name, result)
+        return collector
 
     def _entry(self, host: str) -> dict[str, Any]:
         entry = self._hosts.get(host)
@@ -105,10 +154,6 @@ class FleetCollector:
         entry = self._entry(host)
         if entry["doctor"] is None:
             entry["message"] = message
-
-    def add_missing(self, host: str, message: str) -> None:
-        """A host of the merged inventory that no slice reported on (see _fleet/parts.py)."""
-        self._add_problem(host, MISSING, message)
 
     def add_entry(self, host: str, entry: Mapping[str, Any]) -> None:
         """A host's entry as another collector held it (a slice's part): taken whole."""

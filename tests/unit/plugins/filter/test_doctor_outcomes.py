@@ -4,6 +4,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.continuum.hydra.plugins.filter.doctor_outcomes import doctor_outcomes
+from ansible_collections.continuum.hydra.plugins.filter.fleet_stats import fleet_stats
 
 
 def doctor_result(overall, **statuses):
@@ -59,7 +60,8 @@ def test_fleet_report():
     ({}, "gpu-a", "doctor_outcomes: hosts must be a list of host names, got 'gpu-a'"),
     ({"kind": "continuum.hydra.fleet_report", "hosts": {"a": {"status": "sick"}}}, None,
      "doctor_outcomes: fleet report host status 'sick' is not one of"),
-    ({"h": {"hydra_doctor": "text"}}, ["h"], "doctor_outcomes: a doctor result must be a dict, got str"),
+    ({"h": {"hydra_doctor": "text"}}, ["h"], "doctor_outcomes: hydra_doctor of h must be a doctor result dict, got str"),
+    ([1, 2], ["h"], "doctor_outcomes: input must be hostvars or a fleet report dict, got list"),
 ])
 def test_bad_input_is_one_clear_line(source, hosts, message):
     with pytest.raises(AnsibleFilterError) as err:
@@ -84,3 +86,31 @@ def test_nothing_judged_or_an_unbacked_block_is_never_healthy_and_never_resumabl
 def test_a_host_missing_from_every_slice_of_a_merged_report_is_left_alone():
     report = {"kind": "continuum.hydra.fleet_report", "hosts": {"n5": {"status": "missing", "message": "in no slice"}}}
     assert doctor_outcomes(report)["n5"]["status"] == "unknown"
+
+
+def test_both_filters_judge_the_same_hostvars_alike():
+    """doctor_outcomes and fleet_stats read registered results through one FleetCollector.from_hostvars: the hosts
+    one calls failed or errored are the other's failing hosts, its warning hosts the other's, whatever the result."""
+    blocked = doctor_result("healthy", gpu__ecc_errors="SKIP")
+    blocked["checks"][0]["blocked_by"] = "driver.nvidia_smi"  # a root not in the result: ERROR
+    hostvars = {
+        "ok": {"hydra_doctor": doctor_result("healthy", gpu__ecc_errors="PASS")},
+        "warn": {"hydra_doctor": doctor_result("warning", gpu__persistence_mode="WARN")},
+        "bad": {"hydra_doctor": doctor_result("failed", gpu__ecc_errors="FAIL", disk__space="SKIP")},
+        "blocked": {"hydra_doctor": blocked},
+        "gone": {"hydra_doctor": {"unreachable": True, "msg": "ssh: Connection refused"}},
+        "crashed": {"hydra_doctor": {"failed": True, "msg": "MODULE FAILURE"}},
+        "skipped": {"hydra_doctor": {"skipped": True}},
+        # continuum.hydra.screen: the node's job never ran; not judged, neither failed nor healthy
+        "busy": {"hydra_doctor": {"screen": {"screened": False, "reason": "node busy: job 41 holds it"}, "msg": "not screened"}},
+        "never-ran": {},
+    }
+    hosts = sorted(hostvars)
+    outcomes = doctor_outcomes(hostvars, hosts)
+    stats = fleet_stats(hostvars, hosts)["hydra_fleet"]
+    assert stats["failing_hosts"] == sorted(h for h, o in outcomes.items() if o["status"] in ("failed", "error", "unreachable"))
+    assert stats["warning_hosts"] == sorted(h for h, o in outcomes.items() if o["status"] == "warning") == ["warn"]
+    assert outcomes["busy"] == {"status": "unknown", "failing_checks": [], "warning_checks": [],
+                                "message": "not screened: node busy: job 41 holds it"}
+    assert stats["totals"]["unchecked"] == 2  # busy and skipped
+    assert stats["failing_hosts"] == ["bad", "blocked", "crashed", "gone", "never-ran"]
