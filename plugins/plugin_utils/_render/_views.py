@@ -366,17 +366,49 @@ def top_actions(report: Mapping[str, Any], count: int = TOP_ACTIONS) -> tuple[li
     return rows, max(0, len(report["actions"]) - count)
 
 
-# Titles and columns of the grouped tables, the same in Markdown and HTML. "hosts" is each format's own: one host,
-# or a group's count with its names collapsed (HTML <details>; Markdown the first names and "+M more").
+class Table(NamedTuple):
+    """A table of the Markdown and HTML reports: its heading, its columns, what is said when it has no row."""
+    title: str
+    columns: tuple[str, ...]
+    empty: str = ""
+
+
+# The sections and tables of the Markdown and HTML reports, each said once here. "hosts" is each format's own: one
+# host, or a group's count with its names collapsed (HTML <details>; Markdown the first names and "+M more").
 FIRST_TITLE = "What to do first"
-FAILING_TITLE = "Failing checks"
-FINDINGS_TITLE = "Open findings"
-FINDINGS_NOTE = "Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again."
-ACTIONS_TITLE = "All actions"
 HOSTS_COLUMN = "hosts"
-FAILING_COLUMNS = ("status", "check", HOSTS_COLUMN, "message", "GPUs")
-FINDING_COLUMNS = ("status", "check", HOSTS_COLUMN, "GPUs / ports", "first seen", "last seen", "times seen", "escalation")
-ACTION_COLUMNS = ("#", "status", "check", HOSTS_COLUMN, "remediation")
+FAILING = Table("Failing checks", ("status", "check", HOSTS_COLUMN, "message", "GPUs"), "No failing checks.")
+FINDINGS = Table("Open findings", ("status", "check", HOSTS_COLUMN, "GPUs / ports", "first seen", "last seen", "times seen",
+                                   "escalation"), "No open findings.")
+FINDINGS_NOTE = "Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again."
+ACTIONS = Table("All actions", ("#", "status", "check", HOSTS_COLUMN, "remediation"))
+EVIDENCE = Table("Evidence for the vendor", ("host", "GPU", "serial", "evidence"))
+EVIDENCE_NOTE = "One file per failing GPU: attach it and the nvidia-bug-report.sh output it names to the RMA ticket."
+DRIFT = Table("Configuration drift", ("host", "class", "field", "value", "expected", "basis", "GPUs"), "No drift.")
+STRAGGLERS = Table("Stragglers", ("host", "GPU", "class", "metric", "value", "class median", "vs median"), "No stragglers.")
+WORKLOADS_TITLE = "Workloads"
+WORKLOAD = Table("", ("class", "metric", "hosts", "median", "min", "max", "stragglers"), "No host measured it.")
+WORKLOAD_FAILURES = Table("", ("host", "class", "status", "reason", "last log line"))
+PLACEMENT = Table("GPU placement", ("host", "class", "lowest", "GPUs below (score, nearest NIC and link)"))
+UNSCORED = Table("", ("host", "not scored because"))
+INTERCONNECT_TITLE = "Interconnect"
+RATES = Table("Worst ports and links by rate", ("status", "host", "port / link / device", "counter", "since the last run",
+                                                "limit", "interval"))
+FLAPS = Table("Flaps", ("host", "port / GPU", "since the last run"))
+PEERS = Table("Ports off their peers", ("status", "host", "port", "is", "its class has it", "peers"))
+DOMAINS = Table("Hosts off their NVLink domain", ("host", "NVLink domain", "its GPUs report", "the domain has", "hosts that agree"))
+RESETS = Table("Not judged this run", ("host", "port / link / device", "why"))
+FABRIC_TITLE = "Fabric"
+FABRIC_ISOLATED = Table("", ("isolated host", "rounds", "proof"))
+FABRIC_ROUNDS = Table("", ("round", "stage", "group", "purpose", "members", "bus bandwidth", "floor", "verdict"))
+ERROR_COUNTERS = Table("Error counters above the class", ("host", "GPU", "class", "counter", "count", "class median",
+                                                          "robust z", "status"))
+BOTTLENECK = Table("Fleet bottleneck", ("#", "action", "bottlenecks", "hosts"))
+HISTORY_TITLE = "History"
+HISTORY_EMPTY = "No repeat offenders, no degrading trends."
+OFFENDERS = Table("Repeat offenders", ("host", "GPU", "failed in runs", "offences", "failing now"))
+DEGRADING = Table("Degrading", ("host", "GPU", "metric", "trend", "EWMA", "runs"))
+BATCH_PLAN = Table("Batch plan", ("host", "batch", "per GPU"))
 
 # A row of a grouped table: its group, the one host it shows (None: the whole group, hosts collapsed), the text of
 # each column but "hosts".
@@ -616,8 +648,7 @@ def interconnect_line(report: Mapping[str, Any]) -> str:
 
 # ---------------------------------------------------------------- screening coverage (_fleet/coverage.py)
 
-COVERAGE_TITLE = "Screening coverage"
-COVERAGE_COLUMNS = (HOSTS_COLUMN, "last screened", "overdue by")
+COVERAGE = Table("Screening coverage", (HOSTS_COLUMN, "last screened", "overdue by"))
 # Overdue nodes shown one row each, the longest overdue first; the rest are one row, their names collapsed as a large
 # group's are (Markdown: the first names and "+M more"; HTML: <details>), so the table stays short at 10,000 nodes.
 OVERDUE_SHOWN = 20

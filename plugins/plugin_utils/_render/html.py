@@ -170,20 +170,20 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     yield from _first(report)
     yield "</header>\n"
 
-    yield '<section id="failing"><h2>%s</h2>\n' % esc(views.FAILING_TITLE)
-    yield from _grouped(views.FAILING_COLUMNS, views.failing_table(report), "failing-table", "No failing checks.")
+    yield '<section id="failing"><h2>%s</h2>\n' % esc(views.FAILING.title)
+    yield from _grouped(views.FAILING, views.failing_table(report), "failing-table")
     yield "</section>\n"
     if report.get("findings"):
-        yield '<section id="findings"><h2>%s</h2>\n<p>%s</p>\n' % (esc(views.FINDINGS_TITLE), esc(views.FINDINGS_NOTE))
-        yield from _grouped(views.FINDING_COLUMNS, views.finding_table(report), "findings-table", "No open findings.")
+        yield '<section id="findings"><h2>%s</h2>\n<p>%s</p>\n' % (esc(views.FINDINGS.title), esc(views.FINDINGS_NOTE))
+        yield from _grouped(views.FINDINGS, views.finding_table(report), "findings-table")
         line = views.timeline_line(report)
         if line:
             yield '<p>%s.</p>\n' % esc(line)
             yield _svg.findings_timeline(views.findings_timeline(report))
         yield "</section>\n"
     if len(report["actions"]) > views.TOP_ACTIONS:
-        yield '<section id="actions"><h2>%s</h2>\n' % esc(views.ACTIONS_TITLE)
-        yield from _table(list(views.ACTION_COLUMNS), (
+        yield '<section id="actions"><h2>%s</h2>\n' % esc(views.ACTIONS.title)
+        yield from _table(views.ACTIONS.columns, (
             ("", [_td(n, True), _td(a["status"]), _td(a["check_id"]), "<td>%s</td>" % _host_list(a.get("hosts") or []),
                   _td(a["remediation"] or "see the check's details")]) for n, a in enumerate(report["actions"], 1)), "action-table")
         yield "</section>\n"
@@ -191,36 +191,35 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
 
     evidence = report.get("evidence") or []
     if evidence:
-        yield ('<section id="evidence"><h2>Evidence for the vendor</h2>\n<p>One file per failing GPU: attach it and the '
-               'nvidia-bug-report.sh output it names to the RMA ticket.</p>\n')
-        yield from _table(["host", "GPU", "serial", "evidence"], (
+        yield '<section id="evidence"><h2>%s</h2>\n<p>%s</p>\n' % (esc(views.EVIDENCE.title), esc(views.EVIDENCE_NOTE))
+        yield from _table(views.EVIDENCE.columns, (
             (' data-host="%s"' % esc(e["host"]), [_td(e["host"]), _td(views.gpu_label(e)), _td(e.get("serial")),
                                                   '<td><a href="%s">%s</a></td>' % (esc(e["path"]), esc(e["path"]))])
             for e in evidence), "evidence-table")
         yield "</section>\n"
 
-    yield '<section id="drift"><h2>Configuration drift</h2>\n'
+    yield '<section id="drift"><h2>%s</h2>\n' % esc(views.DRIFT.title)
     drift = views.drift_rows(report)
     if drift:
-        yield from _table(["host", "class", "field", "value", "expected", "basis", "GPUs"], (
+        yield from _table(views.DRIFT.columns, (
             (' data-host="%s"' % esc(h), [_td(h), _td(c), _td(f), _td(v), _td(r), _td(b), _td(", ".join(g) if g else None)])
             for h, c, f, v, r, b, g in drift), "drift-table")
     else:
-        yield "<p>No drift.</p>\n"
+        yield "<p>%s</p>\n" % esc(views.DRIFT.empty)
     for split in (analysis.get("drift") or {}).get("splits") or []:
         yield '<p class="problem">No majority for %s in %s: %s</p>\n' % (
             esc(split["field"]), esc(split["group"]), esc(", ".join("%s on %d hosts" % kv for kv in sorted(split["values"].items()))))
     yield "</section>\n"
 
-    yield '<section id="stragglers"><h2>Stragglers</h2>\n'
+    yield '<section id="stragglers"><h2>%s</h2>\n' % esc(views.STRAGGLERS.title)
     stragglers = views.straggler_rows(report)
     if stragglers:
-        yield from _table(["host", "GPU", "class", "metric", "value", "class median", "vs median"], (
+        yield from _table(views.STRAGGLERS.columns, (
             (' class="straggler" data-host="%s"' % esc(h), [_td(h), _td(g or None), _td(c), _td(m), _td(views.number(v), True),
                                                             _td(views.number(med), True), _td(ch, True)])
             for h, g, c, m, v, med, ch in stragglers), "straggler-table")
     else:
-        yield "<p>No stragglers.</p>\n"
+        yield "<p>%s</p>\n" % esc(views.STRAGGLERS.empty)
     yield "</section>\n"
     yield from _benchmarks(report, analysis)
     yield from _workloads(report)
@@ -231,8 +230,8 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
-        yield '<section id="error-counters"><h2>Error counters above the class</h2>\n'
-        yield from _table(["host", "GPU", "class", "counter", "count", "class median", "robust z", "status"], (
+        yield '<section id="error-counters"><h2>%s</h2>\n' % esc(views.ERROR_COUNTERS.title)
+        yield from _table(views.ERROR_COUNTERS.columns, (
             (' data-host="%s"' % esc(o["host"]), [_td(o["host"]), _td(views.gpu_label(o)), _td(o["class"]), _td(o["counter"]),
                                                   _td(views.number(o["value"]), True), _td(views.number(o["median"]), True),
                                                   _td(views.number(o["robust_z"]), True), "<td>%s</td>" % esc(o["status"])])
@@ -288,7 +287,7 @@ def _first(report: Mapping[str, Any]) -> Iterator[str]:
                 esc(check_id), _check_tag(status), esc(check_id), count, "" if count == 1 else "s", esc(hosts), esc(remediation))
         yield "</ol>\n"
         if more:
-            yield "<p>and %d more action%s: %s, below.</p>\n" % (more, "" if more == 1 else "s", esc(views.ACTIONS_TITLE))
+            yield "<p>and %d more action%s: %s, below.</p>\n" % (more, "" if more == 1 else "s", esc(views.ACTIONS.title))
     if needs or verdicts:
         yield '<ul class="needs">'
         for status, names in needs:
@@ -299,11 +298,11 @@ def _first(report: Mapping[str, Any]) -> Iterator[str]:
     yield "</section>\n"
 
 
-def _grouped(columns: Sequence[str], rows: Sequence[views.GroupRow], table_id: str, empty: str) -> Iterator[str]:
+def _grouped(table: views.Table, rows: Sequence[views.GroupRow], table_id: str) -> Iterator[str]:
     """A table of (check, status) groups: a group of few hosts one row each, a larger one a row with its hosts in a
     <details> (the per-host detail one click away)."""
     if not rows:
-        yield "<p>%s</p>\n" % esc(empty)
+        yield "<p>%s</p>\n" % esc(table.empty)
         return
     out = []
     for group, member, cells in rows:
@@ -312,8 +311,8 @@ def _grouped(columns: Sequence[str], rows: Sequence[views.GroupRow], table_id: s
         out.append((attrs, [
             ("<td>%s</td>" % (esc(member.host) if member is not None else _host_list(group.hosts, views.member_lines(group))))
             if column == views.HOSTS_COLUMN else "<td>%s</td>" % _check_tag(cells[column]) if column == "status"
-            else _td(cells[column] or None) for column in columns]))
-    yield from _table(list(columns), out, table_id)
+            else _td(cells[column] or None) for column in table.columns]))
+    yield from _table(table.columns, out, table_id)
 
 
 def _check_tag(status: str) -> str:
@@ -324,42 +323,42 @@ def _check_tag(status: str) -> str:
 def _bottleneck_history_plan(analysis: Mapping[str, Any]) -> Iterator[str]:
     bottleneck = analysis.get("bottleneck") or {}
     if bottleneck.get("primary"):
-        yield '<section id="bottleneck"><h2>Fleet bottleneck</h2><p><b>%s</b> limits %d of %d profiled hosts.</p>\n' % (
-            esc(bottleneck["primary"]), bottleneck["by_bottleneck"][0]["host_count"], bottleneck["hosts_with_verdict"])
-        yield from _table(["#", "action", "bottlenecks", "hosts"], (
+        yield '<section id="bottleneck"><h2>%s</h2><p><b>%s</b> limits %d of %d profiled hosts.</p>\n' % (
+            esc(views.BOTTLENECK.title), esc(bottleneck["primary"]), bottleneck["by_bottleneck"][0]["host_count"], bottleneck["hosts_with_verdict"])
+        yield from _table(views.BOTTLENECK.columns, (
             ("", [_td(n, True), _td(a["action"]), _td(", ".join(a["bottlenecks"])), _td(a["host_count"], True)])
             for n, a in enumerate(bottleneck["actions"], 1)))
         yield "</section>\n"
     history = analysis.get("history") or {}
     if history:
-        yield '<section id="history"><h2>History (%d runs)</h2>\n' % history["runs"]
+        yield '<section id="history"><h2>%s (%d runs)</h2>\n' % (esc(views.HISTORY_TITLE), history["runs"])
         if history["repeat_offenders"]:
-            yield "<h3>Repeat offenders</h3>\n"
-            yield from _table(["host", "GPU", "failed in runs", "offences", "failing now"], (
+            yield "<h3>%s</h3>\n" % esc(views.OFFENDERS.title)
+            yield from _table(views.OFFENDERS.columns, (
                 (' class="offender" data-host="%s"' % esc(o["host"]),
                  [_td(o["host"]), _td(views.gpu_label(o) if o["kind"] == "gpu" else None),
                   _td("%d of %d" % (o["runs_failed"], o["runs"])), _td(", ".join(o["offences"])),
                   _td("yes" if o["failing_now"] else "no")]) for o in history["repeat_offenders"]), "offender-table")
         if history["degrading"]:
-            yield "<h3>Degrading</h3>\n"
-            yield from _table(["host", "GPU", "metric", "trend", "EWMA", "runs"], (
+            yield "<h3>%s</h3>\n" % esc(views.DEGRADING.title)
+            yield from _table(views.DEGRADING.columns, (
                 (' data-host="%s"' % esc(d["host"]),
                  [_td(d["host"]), _td(views.gpu_label(d) if d["uuid"] else None), _td(d["metric"]),
                   _td(views.percent_change(1.0 + d["trend"]), True), _td(views.number(d["ewma"]), True), _td(d["runs"], True)])
                 for d in history["degrading"]), "degrading-table")
         if not history["repeat_offenders"] and not history["degrading"]:
-            yield "<p>No repeat offenders, no degrading trends.</p>\n"
+            yield "<p>%s</p>\n" % esc(views.HISTORY_EMPTY)
         yield "</section>\n"
     plan = analysis.get("batch_plan")
     if plan:
-        yield '<section id="batch-plan"><h2>Batch plan</h2>\n'
+        yield '<section id="batch-plan"><h2>%s</h2>\n' % esc(views.BATCH_PLAN.title)
         if plan["error"]:
             yield '<p class="problem">%s</p>\n' % esc(plan["error"])
         else:
             yield "<p>Global batch %d over %d GPUs by %s: expected step time %s vs uniform batches.</p>\n" % (
                 plan["global_batch_size"], plan["gpus_planned"], esc(plan["metric"]),
                 esc(views.percent_change(1.0 - plan["expected_step_time_gain"])))
-            yield from _table(["host", "batch", "per GPU"], (
+            yield from _table(views.BATCH_PLAN.columns, (
                 (' data-host="%s"' % esc(host), [_td(host), _td(entry["batch_size"], True),
                                                  _td(" ".join(str(g["batch_size"]) for g in entry["gpus"]))])
                 for host, entry in sorted(plan["hosts"].items())))
@@ -377,13 +376,13 @@ def _fabric(report: Mapping[str, Any]) -> Iterator[str]:
     line = fabric_views.line(report)
     if not line:
         return
-    yield '<section id="fabric"><h2>Fabric</h2>\n<p>%s.</p>\n' % esc(line)
+    yield '<section id="fabric"><h2>%s</h2>\n<p>%s.</p>\n' % (esc(views.FABRIC_TITLE), esc(line))
     yield fabric_views.picture(report)
     isolated = fabric_views.isolated_rows(report)
     if isolated:
-        yield from _table(["isolated host", "rounds", "proof"], (
+        yield from _table(views.FABRIC_ISOLATED.columns, (
             (' data-host="%s"' % esc(h), [_td(h), _td(r), _td(p)]) for h, r, p in isolated), "fabric-isolated-table")
-    yield from _table(["round", "stage", "group", "purpose", "members", "bus bandwidth", "floor", "verdict"], (
+    yield from _table(views.FABRIC_ROUNDS.columns, (
         (' data-group="%s"' % esc(g), [_td(n, True), _td(st), _td(g), _td(pu), _td(m), _td(b, True), _td(f, True), _td(v)])
         for n, st, g, pu, m, b, f, v in fabric_views.round_rows(report)), "fabric-rounds-table")
     yield "</section>\n"
@@ -395,10 +394,10 @@ def _coverage(report: Mapping[str, Any]) -> Iterator[str]:
     line = views.coverage_line(report)
     if not line:
         return
-    yield '<section id="screening"><h2>%s</h2>\n<p>%s.</p>\n' % (esc(views.COVERAGE_TITLE), esc(line))
+    yield '<section id="screening"><h2>%s</h2>\n<p>%s.</p>\n' % (esc(views.COVERAGE.title), esc(line))
     rows = views.coverage_rows(report)
     if rows:
-        yield from _table(list(views.COVERAGE_COLUMNS), (
+        yield from _table(views.COVERAGE.columns, (
             (' data-host="%s"' % esc(r.hosts[0]) if len(r.hosts) == 1 else ' data-hosts="%d" class="group"' % len(r.hosts),
              ["<td>%s</td>" % _host_list(r.hosts), _td(r.last_screened), _td(r.overdue_by)]) for r in rows), "coverage-table")
     yield "</section>\n"
@@ -409,16 +408,16 @@ def _placement(report: Mapping[str, Any]) -> Iterator[str]:
     line = views.placement_line(report)
     if not line:
         return
-    yield '<section id="placement"><h2>GPU placement</h2>\n<p>%s.</p>\n' % esc(line)
+    yield '<section id="placement"><h2>%s</h2>\n<p>%s.</p>\n' % (esc(views.PLACEMENT.title), esc(line))
     rows = views.placement_rows(report)
     if rows:
-        yield from _table(["host", "class", "lowest", "GPUs below (score, nearest NIC and link)"], (
+        yield from _table(views.PLACEMENT.columns, (
             (' data-host="%s"' % esc(h), [_td(h), _td(c), _td(views.number(low), True),
                                           _td(", ".join("%s %s (%s)" % (g, views.number(s), n) for g, s, n in gpus))])
             for h, c, low, gpus in rows), "placement-table")
     unscored = views.placement(report)["unscored"]
     if unscored:
-        yield from _table(["host", "not scored because"], (
+        yield from _table(views.UNSCORED.columns, (
             (' data-host="%s"' % esc(u["host"]), [_td(u["host"]), _td(u["reason"])]) for u in unscored))
     yield "</section>\n"
 
@@ -428,36 +427,36 @@ def _interconnect(report: Mapping[str, Any]) -> Iterator[str]:
     line = views.interconnect_line(report)
     if not line:
         return
-    yield '<section id="interconnect"><h2>Interconnect</h2>\n<p>%s.</p>\n' % esc(line)
+    yield '<section id="interconnect"><h2>%s</h2>\n<p>%s.</p>\n' % (esc(views.INTERCONNECT_TITLE), esc(line))
     rates = views.interconnect_rate_rows(report)
     if rates:
-        yield "<h3>Worst ports and links by rate</h3>\n"
-        yield from _table(["status", "host", "port / link / device", "counter", "since the last run", "limit", "interval"], (
+        yield "<h3>%s</h3>\n" % esc(views.RATES.title)
+        yield from _table(views.RATES.columns, (
             (' data-host="%s" data-status="%s"' % (esc(h), esc(st)),
              ["<td>%s</td>" % esc(st), _td(h), _td(sub), _td(c), _td(r, True), _td(lim, True), _td(i, True)])
             for st, h, sub, c, r, lim, i in rates), "interconnect-rate-table")
     flaps = views.interconnect_flap_rows(report)
     if flaps:
-        yield "<h3>Flaps</h3>\n"
-        yield from _table(["host", "port / GPU", "since the last run"], (
+        yield "<h3>%s</h3>\n" % esc(views.FLAPS.title)
+        yield from _table(views.FLAPS.columns, (
             (' data-host="%s"' % esc(h), [_td(h), _td(sub), _td(ch)]) for h, sub, ch in flaps), "interconnect-flap-table")
     peers = views.interconnect_peer_rows(report)
     if peers:
-        yield "<h3>Ports off their peers</h3>\n"
-        yield from _table(["status", "host", "port", "is", "its class has it", "peers"], (
+        yield "<h3>%s</h3>\n" % esc(views.PEERS.title)
+        yield from _table(views.PEERS.columns, (
             (' data-host="%s" data-status="%s"' % (esc(h), esc(st)),
              ["<td>%s</td>" % esc(st), _td(h), _td(p), _td(what), _td(want), _td(names or None)])
             for st, h, p, what, want, names in peers), "interconnect-peer-table")
     domains = views.interconnect_domain_rows(report)
     if domains:
-        yield "<h3>Hosts off their NVLink domain</h3>\n"
-        yield from _table(["host", "NVLink domain", "its GPUs report", "the domain has", "hosts that agree"], (
+        yield "<h3>%s</h3>\n" % esc(views.DOMAINS.title)
+        yield from _table(views.DOMAINS.columns, (
             (' data-host="%s"' % esc(h), [_td(h), _td(d), _td(seen), _td(want), _td(names or None)])
             for h, d, seen, want, names in domains), "interconnect-domain-table")
     resets = views.interconnect_reset_rows(report)
     if resets:
-        yield "<h3>Not judged this run</h3>\n"
-        yield from _table(["host", "port / link / device", "why"], (
+        yield "<h3>%s</h3>\n" % esc(views.RESETS.title)
+        yield from _table(views.RESETS.columns, (
             (' data-host="%s"' % esc(h), [_td(h), _td(sub), _td(why)]) for h, sub, why in resets), "interconnect-reset-table")
     yield "</section>\n"
 
@@ -467,22 +466,22 @@ def _workloads(report: Mapping[str, Any]) -> Iterator[str]:
     section = views.workloads(report)
     if not section:
         return
-    yield '<section id="workloads"><h2>Workloads</h2>\n'
+    yield '<section id="workloads"><h2>%s</h2>\n' % esc(views.WORKLOADS_TITLE)
     failures = views.workload_failure_rows(report)
     for key in section["workloads"]:
         yield "<h3>%s</h3>\n" % esc(key)
         table = [r for r in views.workload_rows(report) if r[0] == key]
         if table:
-            yield from _table(["class", "metric", "hosts", "median", "min", "max", "stragglers"], (
+            yield from _table(views.WORKLOAD.columns, (
                 (' class="straggler"' if any_slow else "",
                  [_td(c), _td(m), _td(n, True), _td(views.number(med), True), _td(views.number(lo), True),
                   _td(views.number(hi), True), _td(slow or None)])
                 for _key, c, m, n, med, lo, hi, slow, any_slow in table))
         else:
-            yield "<p>No host measured it.</p>\n"
+            yield "<p>%s</p>\n" % esc(views.WORKLOAD.empty)
         mine = [r for r in failures if r[0] == key]
         if mine:
-            yield from _table(["host", "class", "status", "reason", "last log line"], (
+            yield from _table(views.WORKLOAD_FAILURES.columns, (
                 (' data-host="%s"' % esc(h), [_td(h), _td(c), _td(st), _td(reason), _td(line or None)])
                 for _key, h, c, st, reason, line in mine))
     yield "</section>\n"

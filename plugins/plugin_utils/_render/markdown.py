@@ -89,22 +89,20 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
     for problem in list(analysis.get("problems") or []) + views.findings_store_problems(report):
         yield "> **Problem:** %s\n\n" % md(problem, cell=False)
     yield from _first(report)
-    yield from _grouped(views.FAILING_TITLE, views.FAILING_COLUMNS, views.failing_table(report), "No failing checks.")
+    yield from _grouped(views.FAILING, views.failing_table(report))
     if report.get("findings"):
-        yield from _grouped(views.FINDINGS_TITLE, views.FINDING_COLUMNS, views.finding_table(report), "No open findings.",
-                            views.FINDINGS_NOTE)
+        yield from _grouped(views.FINDINGS, views.finding_table(report), views.FINDINGS_NOTE)
         yield from _timeline(report)
     if len(report["actions"]) > views.TOP_ACTIONS:
-        yield "## %s\n\n" % views.ACTIONS_TITLE
-        yield from _table(list(views.ACTION_COLUMNS), (
+        yield "## %s\n\n" % views.ACTIONS.title
+        yield from _table(views.ACTIONS.columns, (
             [str(n), md(a["status"]), md(a["check_id"]), _hosts(a.get("hosts") or []), md(a["remediation"] or "see the check's details")]
             for n, a in enumerate(report["actions"], 1)))
 
     evidence = report.get("evidence") or []
     if evidence:
-        yield "## Evidence for the vendor\n\n%s\n\n" % md(
-            "One file per failing GPU: attach it and the nvidia-bug-report.sh output it names to the RMA ticket.", cell=False)
-        yield from _table(["host", "GPU", "serial", "evidence"], (
+        yield "## %s\n\n%s\n\n" % (views.EVIDENCE.title, md(views.EVIDENCE_NOTE, cell=False))
+        yield from _table(views.EVIDENCE.columns, (
             [md(e["host"]), md(views.gpu_label(e)), md(e.get("serial")), "[%s](%s)" % (md(e["path"]), e["path"])]
             for e in evidence))
 
@@ -117,21 +115,21 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
             for name, info in classes.items()))
 
     drift = views.drift_rows(report)
-    yield "## Configuration drift\n\n"
+    yield "## %s\n\n" % views.DRIFT.title
     if drift:
-        yield from _table(["host", "class", "field", "value", "expected", "basis", "GPUs"], (
+        yield from _table(views.DRIFT.columns, (
             [md(h), md(c), md(f), md(v), md(r), md(b), md(", ".join(g)) if g else "-"] for h, c, f, v, r, b, g in drift))
     else:
-        yield "No drift.\n\n"
+        yield "%s\n\n" % views.DRIFT.empty
 
     stragglers = views.straggler_rows(report)
-    yield "## Stragglers\n\n"
+    yield "## %s\n\n" % views.STRAGGLERS.title
     if stragglers:
-        yield from _table(["host", "GPU", "class", "metric", "value", "class median", "vs median"], (
+        yield from _table(views.STRAGGLERS.columns, (
             [md(h), md(g) if g else "-", md(c), md(m), md(views.number(v)), md(views.number(med)), md(ch)]
             for h, g, c, m, v, med, ch in stragglers))
     else:
-        yield "No stragglers.\n\n"
+        yield "%s\n\n" % views.STRAGGLERS.empty
     yield from _workloads(report)
     yield from _placement(report)
     yield from _interconnect(report)
@@ -140,46 +138,46 @@ def render(report: Mapping[str, Any]) -> Iterator[str]:
 
     outliers = (analysis.get("error_counters") or {}).get("outliers") or []
     if outliers:
-        yield "## Error counters above the class\n\n"
-        yield from _table(["host", "GPU", "class", "counter", "count", "class median", "robust z", "status"], (
+        yield "## %s\n\n" % views.ERROR_COUNTERS.title
+        yield from _table(views.ERROR_COUNTERS.columns, (
             [md(o["host"]), md(views.gpu_label(o)), md(o["class"]), md(o["counter"]), md(views.number(o["value"])),
              md(views.number(o["median"])), md(views.number(o["robust_z"])), md(o["status"])] for o in outliers))
 
     bottleneck = analysis.get("bottleneck") or {}
     if bottleneck.get("primary"):
-        yield "## Fleet bottleneck\n\n**%s** limits %d of %s.\n\n" % (
-            md(bottleneck["primary"], cell=False), bottleneck["by_bottleneck"][0]["host_count"],
+        yield "## %s\n\n**%s** limits %d of %s.\n\n" % (
+            views.BOTTLENECK.title, md(bottleneck["primary"], cell=False), bottleneck["by_bottleneck"][0]["host_count"],
             plural(bottleneck["hosts_with_verdict"], "profiled host"))
-        yield from _table(["#", "action", "bottlenecks", "hosts"], (
+        yield from _table(views.BOTTLENECK.columns, (
             [str(n), md(a["action"]), md(", ".join(a["bottlenecks"])), str(a["host_count"])]
             for n, a in enumerate(bottleneck["actions"], 1)))
 
     history = analysis.get("history") or {}
     if history:
-        yield "## History (%s)\n\n" % plural(history["runs"], "run")
+        yield "## %s (%s)\n\n" % (views.HISTORY_TITLE, plural(history["runs"], "run"))
         if history["repeat_offenders"]:
-            yield from _table(["host", "GPU", "failed in runs", "offences", "failing now"], (
+            yield from _table(views.OFFENDERS.columns, (
                 [md(o["host"]), md(views.gpu_label(o)) if o["kind"] == "gpu" else "-",
                  "%d of %d" % (o["runs_failed"], o["runs"]), md(", ".join(o["offences"])), "yes" if o["failing_now"] else "no"]
                 for o in history["repeat_offenders"]))
         if history["degrading"]:
-            yield from _table(["host", "GPU", "metric", "trend", "EWMA", "runs"], (
+            yield from _table(views.DEGRADING.columns, (
                 [md(d["host"]), md(views.gpu_label(d)) if d["uuid"] else "-", md(d["metric"]),
                  md(views.percent_change(1.0 + d["trend"])), md(views.number(d["ewma"])), str(d["runs"])]
                 for d in history["degrading"]))
         if not history["repeat_offenders"] and not history["degrading"]:
-            yield "No repeat offenders, no degrading trends.\n\n"
+            yield "%s\n\n" % views.HISTORY_EMPTY
 
     plan = analysis.get("batch_plan")
     if plan:
-        yield "## Batch plan\n\n"
+        yield "## %s\n\n" % views.BATCH_PLAN.title
         if plan["error"]:
             yield "> **Problem:** %s\n\n" % md(plan["error"], cell=False)
         else:
             yield "Global batch %d over %s by %s: expected step time %s vs uniform batches.\n\n" % (
                 plan["global_batch_size"], plural(plan["gpus_planned"], "GPU"), md(plan["metric"], cell=False),
                 md(views.percent_change(1.0 - plan["expected_step_time_gain"]), cell=False))
-            yield from _table(["host", "batch", "per GPU"], (
+            yield from _table(views.BATCH_PLAN.columns, (
                 [md(host), str(entry["batch_size"]), md(" ".join(str(g["batch_size"]) for g in entry["gpus"]))]
                 for host, entry in sorted(plan["hosts"].items())))
 
@@ -203,7 +201,7 @@ def _first(report: Mapping[str, Any]) -> Iterator[str]:
         yield "%d. **%s** %s on %s (%s): %s\n" % (rank, md(status, cell=False), md(check_id, cell=False), plural(count, "host"),
                                                   md(hosts, cell=False), md(remediation, cell=False))
     if more:
-        yield "\n_%s_\n" % md("and %s: see %s below" % (plural(more, "more action"), views.ACTIONS_TITLE), cell=False)
+        yield "\n_%s_\n" % md("and %s: see %s below" % (plural(more, "more action"), views.ACTIONS.title), cell=False)
     if actions:
         yield "\n"
     for status, names in needs:
@@ -213,18 +211,18 @@ def _first(report: Mapping[str, Any]) -> Iterator[str]:
     yield "\n"
 
 
-def _grouped(title: str, columns: Sequence[str], rows: Sequence[views.GroupRow], empty: str, note: str = "") -> Iterator[str]:
+def _grouped(table: views.Table, rows: Sequence[views.GroupRow], note: str = "") -> Iterator[str]:
     """A table of (check, status) groups: a group of few hosts one row each, a larger one a row with its count and
     first names."""
-    yield "## %s\n\n" % title
+    yield "## %s\n\n" % table.title
     if note:
         yield "%s\n\n" % md(note, cell=False, line_start=True)
     if not rows:
-        yield "%s\n\n" % empty
+        yield "%s\n\n" % table.empty
         return
-    yield from _table(list(columns), (
+    yield from _table(table.columns, (
         [(md(member.host) if member is not None else _hosts(group.hosts)) if column == views.HOSTS_COLUMN
-         else md(cells[column]) if cells[column] else "-" for column in columns]
+         else md(cells[column]) if cells[column] else "-" for column in table.columns]
         for group, member, cells in rows))
 
 
@@ -242,15 +240,15 @@ def _placement(report: Mapping[str, Any]) -> Iterator[str]:
     line = views.placement_line(report)
     if not line:
         return
-    yield "## GPU placement\n\n%s.\n\n" % md(line, cell=False, line_start=True)
+    yield "## %s\n\n%s.\n\n" % (views.PLACEMENT.title, md(line, cell=False, line_start=True))
     rows = views.placement_rows(report)
     if rows:
-        yield from _table(["host", "class", "lowest", "GPUs below (score, nearest NIC and link)"], (
+        yield from _table(views.PLACEMENT.columns, (
             [md(h), md(c) if c else "-", md(views.number(low)), md(", ".join("%s %s (%s)" % (g, views.number(s), n) for g, s, n in gpus))]
             for h, c, low, gpus in rows))
     unscored = views.placement(report)["unscored"]
     if unscored:
-        yield from _table(["host", "not scored because"], ([md(u["host"]), md(u["reason"])] for u in unscored))
+        yield from _table(views.UNSCORED.columns, ([md(u["host"]), md(u["reason"])] for u in unscored))
 
 
 def _interconnect(report: Mapping[str, Any]) -> Iterator[str]:
@@ -258,30 +256,30 @@ def _interconnect(report: Mapping[str, Any]) -> Iterator[str]:
     line = views.interconnect_line(report)
     if not line:
         return
-    yield "## Interconnect\n\n%s.\n\n" % md(line, cell=False, line_start=True)
+    yield "## %s\n\n%s.\n\n" % (views.INTERCONNECT_TITLE, md(line, cell=False, line_start=True))
     rates = views.interconnect_rate_rows(report)
     if rates:
-        yield "### Worst ports and links by rate\n\n"
-        yield from _table(["status", "host", "port / link / device", "counter", "since the last run", "limit", "interval"], (
+        yield "### %s\n\n" % views.RATES.title
+        yield from _table(views.RATES.columns, (
             [md(st), md(h), md(sub), md(c), md(r), md(lim), md(i)] for st, h, sub, c, r, lim, i in rates))
     flaps = views.interconnect_flap_rows(report)
     if flaps:
-        yield "### Flaps\n\n"
-        yield from _table(["host", "port / GPU", "since the last run"], ([md(h), md(sub), md(ch)] for h, sub, ch in flaps))
+        yield "### %s\n\n" % views.FLAPS.title
+        yield from _table(views.FLAPS.columns, ([md(h), md(sub), md(ch)] for h, sub, ch in flaps))
     peers = views.interconnect_peer_rows(report)
     if peers:
-        yield "### Ports off their peers\n\n"
-        yield from _table(["status", "host", "port", "is", "its class has it", "peers"], (
+        yield "### %s\n\n" % views.PEERS.title
+        yield from _table(views.PEERS.columns, (
             [md(st), md(h), md(p), md(what), md(want), md(names) or "-"] for st, h, p, what, want, names in peers))
     domains = views.interconnect_domain_rows(report)
     if domains:
-        yield "### Hosts off their NVLink domain\n\n"
-        yield from _table(["host", "NVLink domain", "its GPUs report", "the domain has", "hosts that agree"], (
+        yield "### %s\n\n" % views.DOMAINS.title
+        yield from _table(views.DOMAINS.columns, (
             [md(h), md(d), md(seen), md(want), md(names) or "-"] for h, d, seen, want, names in domains))
     resets = views.interconnect_reset_rows(report)
     if resets:
-        yield "### Not judged this run\n\n"
-        yield from _table(["host", "port / link / device", "why"], ([md(h), md(sub), md(why)] for h, sub, why in resets))
+        yield "### %s\n\n" % views.RESETS.title
+        yield from _table(views.RESETS.columns, ([md(h), md(sub), md(why)] for h, sub, why in resets))
 
 
 def _fabric(report: Mapping[str, Any]) -> Iterator[str]:
@@ -289,11 +287,11 @@ def _fabric(report: Mapping[str, Any]) -> Iterator[str]:
     line = fabric_views.line(report)
     if not line:
         return
-    yield "## Fabric\n\n%s.\n\n" % md(line, cell=False, line_start=True)
+    yield "## %s\n\n%s.\n\n" % (views.FABRIC_TITLE, md(line, cell=False, line_start=True))
     isolated = fabric_views.isolated_rows(report)
     if isolated:
-        yield from _table(["isolated host", "rounds", "proof"], ([md(h), md(r), md(p)] for h, r, p in isolated))
-    yield from _table(["round", "stage", "group", "purpose", "members", "bus bandwidth", "floor", "verdict"], (
+        yield from _table(views.FABRIC_ISOLATED.columns, ([md(h), md(r), md(p)] for h, r, p in isolated))
+    yield from _table(views.FABRIC_ROUNDS.columns, (
         [md(str(n)), md(st), md(g), md(pu), md(m), md(b), md(f), md(v)] for n, st, g, pu, m, b, f, v in fabric_views.round_rows(report)))
 
 
@@ -302,10 +300,10 @@ def _coverage(report: Mapping[str, Any]) -> Iterator[str]:
     line = views.coverage_line(report)
     if not line:
         return
-    yield "## %s\n\n%s.\n\n" % (views.COVERAGE_TITLE, md(line, cell=False, line_start=True))
+    yield "## %s\n\n%s.\n\n" % (views.COVERAGE.title, md(line, cell=False, line_start=True))
     rows = views.coverage_rows(report)
     if rows:
-        yield from _table(list(views.COVERAGE_COLUMNS), ([_hosts(r.hosts), md(r.last_screened), md(r.overdue_by)] for r in rows))
+        yield from _table(views.COVERAGE.columns, ([_hosts(r.hosts), md(r.last_screened), md(r.overdue_by)] for r in rows))
 
 
 def _workloads(report: Mapping[str, Any]) -> Iterator[str]:
@@ -314,20 +312,20 @@ def _workloads(report: Mapping[str, Any]) -> Iterator[str]:
     if not section:
         return
     counts = section["counts"]
-    yield "## Workloads\n\n%s\n\n" % md("%s on %s: %s." % (
+    yield "## %s\n\n%s\n\n" % (views.WORKLOADS_TITLE, md("%s on %s: %s." % (
         plural(len(section["workloads"]), "workload"), plural(len(section["hosts"]), "host"),
-        ", ".join("%d %s" % (n, status) for status, n in counts.items() if n) or "nothing ran"), cell=False, line_start=True)
+        ", ".join("%d %s" % (n, status) for status, n in counts.items() if n) or "nothing ran"), cell=False, line_start=True))
     failures = views.workload_failure_rows(report)
     for key in section["workloads"]:
         yield "### %s\n\n" % md(key, cell=False, line_start=True)
         table = [r for r in views.workload_rows(report) if r[0] == key]
         if table:
-            yield from _table(["class", "metric", "hosts", "median", "min", "max", "stragglers"], (
+            yield from _table(views.WORKLOAD.columns, (
                 [md(c), md(m), str(n), md(views.number(med)), md(views.number(lo)), md(views.number(hi)), md(slow) or "-"]
                 for _key, c, m, n, med, lo, hi, slow, _any in table))
         else:
-            yield "No host measured it.\n\n"
+            yield "%s\n\n" % views.WORKLOAD.empty
         mine = [r for r in failures if r[0] == key]
         if mine:
-            yield from _table(["host", "class", "status", "reason", "last log line"], (
+            yield from _table(views.WORKLOAD_FAILURES.columns, (
                 [md(h), md(c), md(st), md(reason), md(line) or "-"] for _key, h, c, st, reason, line in mine))
