@@ -11,7 +11,7 @@ sampled by ``amd-smi metric --json`` (else ``rocm-smi --showallinfo --json``)
 run once per interval in a reader thread, each call under its own deadline:
 neither tool has a streaming JSON mode, and one call takes longer than an
 NVML read (the interval stretches to the call's length, never overlaps). The CPU is sampled from /proc/stat (~75 us a
-read). Only cheap NVML calls are made (no process lists: those hold the
+read), host memory (when asked) from /proc/meminfo. Only cheap NVML calls are made (no process lists: those hold the
 driver lock for milliseconds).
 
 Parsing and aggregation are pure functions, tested on recorded sampler output.
@@ -30,8 +30,9 @@ import time
 from collections.abc import Iterable
 from typing import Any, Callable, Optional, Union
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus
+from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus, procfs
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
 
 # NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
@@ -557,13 +558,15 @@ class Sampler:
     """Samples the CPU (and the GPUs through a source) every interval in a background thread."""
 
     def __init__(self, interval_s: float = 1.0, gpu_source: Optional[Union[NvmlSource, SmiSource, AmdSource]] = None,
-                 proc_stat: str = "/proc/stat",
+                 proc_stat: str = "/proc/stat", meminfo: Optional[str] = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.interval_s = interval_s
         self.gpu_source = gpu_source
         self.proc_stat = proc_stat
+        self.meminfo = meminfo  # host memory is sampled too when given (the workload module: /proc/meminfo)
         self.clock = clock
         self.cpu_samples: list[tuple[float, Optional[float]]] = []
+        self.memory_samples: list[tuple[float, float, float]] = []  # (time, used GiB, total GiB)
         self.gpu_samples: list[tuple[float, dict[str, Any]]] = []
         self.notes: list[str] = []
         self._stop = threading.Event()
@@ -605,7 +608,16 @@ class Sampler:
                 if current is not None:
                     self.cpu_samples.append((stamp, cpu_util_pct(self._previous, current)))
                 self._previous = current
+            if self.meminfo:
+                self._sample_memory(self.meminfo, stamp)
         return stamp
+
+    def _sample_memory(self, meminfo: str, stamp: float) -> None:
+        """Used host memory (MemTotal - MemAvailable) now; nothing when /proc/meminfo cannot be read."""
+        values = procfs.parse_meminfo(read_text_or_none(meminfo))
+        if "MemTotal" in values and "MemAvailable" in values:
+            self.memory_samples.append((stamp, (values["MemTotal"] - values["MemAvailable"]) / 1048576.0,
+                                        values["MemTotal"] / 1048576.0))
 
     def stop(self) -> None:
         self._stop.set()
@@ -619,6 +631,14 @@ class Sampler:
 
     def summary(self, start: float, end: float) -> dict[str, Any]:
         return summarize(self.cpu_samples, self.gpu_samples, start, end)
+
+    def memory_summary(self, start: float, end: float) -> dict[str, Any]:
+        """Host memory used in [start, end]: samples, peak and mean used GiB, total GiB."""
+        window = [(used, total) for stamp, used, total in self.memory_samples if start <= stamp <= end]
+        used = [value for value, _total in window]
+        return {"samples": len(window), "used_max_gib": round(max(used), 2) if used else None,
+                "used_mean_gib": round(sum(used) / len(used), 2) if used else None,
+                "total_gib": round(window[-1][1], 2) if window else None}
 
     def describe(self) -> dict[str, Any]:
         return {

@@ -13,11 +13,9 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-import os
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
-from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_amd_gpus
 
 # What each NVIDIA-only worker says on an AMD host: why it does not apply, and the nearest AMD tool.
 NVIDIA_ONLY = {
@@ -30,26 +28,13 @@ NVIDIA_ONLY = {
 }
 
 
-def amd_gpus_here(root: str = "/") -> Optional[str]:
-    """What shows this host has AMD GPUs (a short phrase), None when nothing does."""
-    for tool in ("amd-smi", "rocm-smi"):
-        path = gpus.find_rocm_tool(tool)
-        if path:
-            return "%s at %s" % (tool, path)
-    if scan_amd_gpus(os.path.join(root, "sys/bus/pci/devices")):
-        return "an AMD GPU on the PCI bus"
-    if os.path.isdir(os.path.join(root, "sys/module/amdgpu")):
-        return "the amdgpu module loaded"
-    return None
-
-
 def amd_host(nvidia_smi_path: Optional[str], root: str = "/") -> Optional[str]:
     """What shows the GPUs are AMD when nvidia-smi is absent (a short phrase), None for an NVIDIA (or GPU-less) host.
 
     An explicit ``nvidia_smi_path`` is never second-guessed: a wrong path fails as before."""
     if nvidia_smi_path or command.find_binary("nvidia-smi"):
         return None
-    return amd_gpus_here(root)
+    return gpus.amd_evidence(root)
 
 
 def skip_reason(worker: str, evidence: str) -> str:

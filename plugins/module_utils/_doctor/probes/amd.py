@@ -19,7 +19,7 @@ from typing import Any, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import gpu as gpu_probes
 from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
-from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key, scan_amd_gpus
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 
 Options = Mapping[str, Any]
 
@@ -31,8 +31,7 @@ def amd_present(base: str) -> bool:
 
     Checked before the AMD readers are imported: on every other host they are never loaded (a module's code is
     compiled on the host each run, and most hosts of most fleets have no AMD GPU)."""
-    return bool(scan_amd_gpus(os.path.join(base, "sys/bus/pci/devices")) or os.path.isdir(os.path.join(base, "sys/module/amdgpu"))
-                or gpus.find_rocm_tool("amd-smi") or gpus.find_rocm_tool("rocm-smi"))
+    return gpus.amd_evidence(base) is not None
 
 
 def _replays(devices: Mapping[str, str]) -> dict[str, Any]:
@@ -41,7 +40,7 @@ def _replays(devices: Mapping[str, str]) -> dict[str, Any]:
 
     out = {}
     for key, device in devices.items():
-        value = amd_smi.number(amd_sysfs._read(device + "/pcie_replay_count"))  # pylint: disable=protected-access
+        value = amd_smi.number(amd_sysfs.read_value(device + "/pcie_replay_count"))
         out[key] = value if isinstance(value, int) else None
     return out
 

@@ -24,7 +24,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvlink_errors import nvml_nvlink_errors, parse_nvlink_errors
 from ansible_collections.continuum.hydra.plugins.module_utils._host.ib_counters import read_port_counters
 from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines, describe
-from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import rdma_devices, scan_amd_gpus, scan_nvidia_functions
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import rdma_devices, scan_functions
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pcie_aer import read_aer
 from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_FAILED
 
@@ -41,11 +41,9 @@ def pcie_functions(root: str) -> list[dict[str, Any]]:
     devices_dir = os.path.join(root, "sys/bus/pci/devices")
     found: dict[str, dict[str, Any]] = {}
     if os.path.isdir(devices_dir):
-        nvidia = scan_nvidia_functions(devices_dir)
-        for function in nvidia["gpus"] + scan_amd_gpus(devices_dir):
-            found[function["address"]] = {"address": function["address"], "kind": "gpu", "name": None}
-        for function in nvidia["nvswitches"]:
-            found[function["address"]] = {"address": function["address"], "kind": "nvswitch", "name": None}
+        for function in scan_functions(devices_dir):
+            kind = "gpu" if function["kind"] == "gpus" else "nvswitch"
+            found[function["address"]] = {"address": function["address"], "kind": kind, "name": None}
     for name, device in rdma_devices(os.path.join(root, "sys/class/infiniband")).items():
         entry = found.setdefault(device["address"], {"address": device["address"], "kind": "nic", "name": None})
         entry["name"] = ",".join(n for n in (entry["name"], name) if n)  # a dual-port NIC: one function, two devices

@@ -72,6 +72,7 @@ from collections.abc import Mapping
 from typing import Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_amd_gpus
 
 # ROCm installs its tools under /opt/rocm/bin (a link to /opt/rocm-<version>) or $ROCM_PATH/bin, and does not always
 # link them into /usr/bin (ROCm/legacy-rocm-build#25; "amd-smi: command not found" until /opt/rocm/bin is searched,
@@ -91,6 +92,20 @@ def find_rocm_tool(name: str, environ: Optional[Mapping[str, str]] = None, overr
         candidate = os.path.join(base, "bin", name)
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
+    return None
+
+
+def amd_evidence(root: str = "/") -> Optional[str]:
+    """What shows this host has AMD GPUs (a short phrase: amd-smi or rocm-smi found, an AMD GPU on the PCI bus, the
+    amdgpu module loaded), None when nothing does."""
+    for tool in ("amd-smi", "rocm-smi"):
+        path = find_rocm_tool(tool)
+        if path:
+            return "%s at %s" % (tool, path)
+    if scan_amd_gpus(os.path.join(root, "sys/bus/pci/devices")):
+        return "an AMD GPU on the PCI bus"
+    if os.path.isdir(os.path.join(root, "sys/module/amdgpu")):
+        return "the amdgpu module loaded"
     return None
 
 

@@ -35,15 +35,14 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable, _take_unreadable, first_line, to_number
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable, first_line, take_unreadable, to_number
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pcie_gen
 
 VENDOR = "amd"
 # Words amd-smi (and rocm-smi) write where a value is absent by design (compared lower case).
 _NO_VALUE = frozenset(("", "n/a", "na", "not supported", "not_supported", "unsupported", "none"))
 # Text that says reading failed: the library's status names and the CLI's error words.
 _ERROR_WORDS = ("amdsmi_status", "rsmi_status", "error", "permission", "fail", "timeout", "busy", "unknown")
-# PCIe transfer rate (GT/s) -> generation.
-_GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 # Compute partition -> logical devices per physical GPU (MI300X: 8 XCDs; CPX is one device per XCD).
 # RAS blocks whose uncorrectable errors are memory (HBM/VRAM): the "DRAM" split of the ECC counts.
 _MEMORY_BLOCK = "UMC"
@@ -113,7 +112,7 @@ def gen_of(speed: Any) -> Any:
     """PCIe generation from a transfer rate in GT/s (16 -> 4); None when unknown; Unreadable passes through."""
     if speed is None or isinstance(speed, Unreadable):
         return speed
-    return _GEN_BY_SPEED.get(round(float(speed), 1))
+    return pcie_gen(speed)
 
 
 def at(tree: Any, *path: str) -> Any:
@@ -206,7 +205,7 @@ def finish(record: dict[str, Any]) -> dict[str, Any]:
     """The record with every Unreadable moved into ``unreadable`` (the field itself None)."""
     unreadable: dict[str, str] = {}
     extra = record.pop("unreadable", None) or {}
-    result = _take_unreadable(record, "", unreadable)
+    result = take_unreadable(record, "", unreadable)
     unreadable.update(extra)
     result["unreadable"] = unreadable
     return result

@@ -19,8 +19,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 import re
 from typing import Any
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host import command
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.amd_smi import (
     VENDOR,
     AmdSmiParseError,
@@ -33,21 +33,14 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.amd_smi
     text,
 )
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable, first_line
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pcie_gen
 
 _CARD = re.compile(r"^card(\d+)$")
 _LINK = re.compile(r"([\d.]+)\s*GT/s\s*x(\d+)", re.IGNORECASE)
 _MHZ = re.compile(r"(\d+(?:\.\d+)?)\s*Mhz", re.IGNORECASE)
 _RANGE = re.compile(r"(\d+)\s*Mhz\s*-\s*(\d+)\s*Mhz", re.IGNORECASE)
-_GEN_BY_SPEED = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 # Placeholders rocm-smi 4.3 printed where a name belongs.
 _PLACEHOLDER_NAMES = ("0x1002",)
-
-
-def find_rocm_smi() -> str:
-    path = gpus.find_rocm_tool("rocm-smi")
-    if not path:
-        raise ProbeAbsent("rocm-smi not found %s" % gpus.ROCM_TOOL_PLACES)
-    return path
 
 
 def read_gpus(binary: str, timeout: float) -> dict[str, Any]:
@@ -136,7 +129,7 @@ def _card(index: int, card_number: int, card: dict[str, Any]) -> dict[str, Any]:
     if isinstance(link, str):
         match = _LINK.search(link)
         if match:
-            record["pcie"].update(gen_current=_GEN_BY_SPEED.get(round(float(match.group(1)), 1)),
+            record["pcie"].update(gen_current=pcie_gen(float(match.group(1))),
                                   width_current=int(match.group(2)))
         else:
             record["pcie"]["width_current"] = Unreadable(link)

@@ -130,15 +130,17 @@ def bench(torch: Any, args: dict[str, Any]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- mode "active" (doctor deep)
 
-# PCIe link speed in sysfs ("16.0 GT/s PCIe") -> generation.
-_GT_TO_GEN = {"2.5": 1, "5.0": 2, "5": 2, "8.0": 3, "8": 3, "16.0": 4, "16": 4, "32.0": 5, "32": 5, "64.0": 6, "64": 6}
+# PCIe transfer rate (GT/s) -> generation: _host/pci.py PCIE_GEN_BY_GTS, copied because this file imports nothing
+# from the collection (tests/unit/plugins/module_utils/_host/test_pci.py holds the two equal).
+_GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
 
 
 def link_gen(speed_text: Optional[str]) -> Optional[int]:
-    """ "16.0 GT/s PCIe" -> 4; None when unreadable or unknown."""
-    if not speed_text:
+    """ "16.0 GT/s PCIe" (sysfs current_link_speed) -> 4; None when unreadable ("Unknown") or unknown."""
+    try:
+        return _GEN_BY_GTS.get(round(float((speed_text or "").split()[0]), 1))
+    except (IndexError, ValueError):
         return None
-    return _GT_TO_GEN.get(speed_text.strip().split(" ")[0])
 
 
 def _read_sysfs(path: str) -> Optional[str]:

@@ -288,3 +288,18 @@ def test_a_workload_shorter_than_the_interval_still_has_one_cpu_sample(tmp_path)
     sampler.stop()
     assert [round(value, 1) for _stamp, value in sampler.cpu_samples] == [75.0]
     assert sampler.summary(start, end)["cpu"]["samples"] == 1
+
+
+def test_host_memory_is_sampled_from_meminfo_when_asked(tmp_path):
+    # The workload module's memory figures: MemTotal - MemAvailable of a recorded /proc/meminfo, in GiB.
+    stamps = iter([1.0, 2.0, 5.0])
+    sampler = telemetry.Sampler(interval_s=60, meminfo=fixture_path("hosts", "debian12-vm", "proc", "meminfo"),
+                                clock=lambda: next(stamps))
+    for _sample in range(3):
+        sampler.sample_now()
+    assert sampler.memory_summary(0.0, 3.0) == {"samples": 2, "used_max_gib": 0.41, "used_mean_gib": 0.41, "total_gib": 23.54}
+    assert sampler.memory_summary(6.0, 9.0) == {"samples": 0, "used_max_gib": None, "used_mean_gib": None, "total_gib": None}
+    for meminfo in (str(tmp_path / "absent"), None):  # unreadable: no sample, not a zero; not asked (profile): none
+        sampler = telemetry.Sampler(interval_s=60, meminfo=meminfo)
+        sampler.sample_now()
+        assert sampler.memory_samples == []

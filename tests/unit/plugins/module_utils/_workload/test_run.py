@@ -181,32 +181,6 @@ def test_dockerfiles_are_filtered_by_their_context_line():
     assert run.matching_dockerfiles(candidates, {}) == sorted(candidates)
 
 
-def plant_functions(directory, functions):
-    for address, vendor, pci_class in functions:
-        (directory / address).mkdir()
-        (directory / address / "vendor").write_text(vendor + "\n")
-        (directory / address / "class").write_text(pci_class + "\n")
-
-
-def test_gpus_are_counted_from_pci_display_functions(tmp_path):
-    plant_functions(tmp_path, (("0000:01:00.0", "0x1002", "0x038000"), ("0000:01:00.1", "0x1002", "0x040300"),
-                               ("0000:02:00.0", "0x1002", "0x038000"), ("0000:03:00.0", "0x8086", "0x030000")))
-    assert run.count_gpus(str(tmp_path)) == (2, "AMD")
-    assert run.count_gpus(str(tmp_path / "absent")) == (0, None)
-
-
-def test_mi300x_processing_accelerators_are_gpus_and_nvswitches_are_not(tmp_path):
-    # MI300X is a processing accelerator (class 0x1200), not a display controller: it was counted 0, and every model
-    # asking for a GPU was skipped. An NVSwitch is an NVIDIA bridge (0x0680), not a GPU.
-    amd, nvidia = tmp_path / "amd", tmp_path / "nvidia"
-    amd.mkdir()
-    nvidia.mkdir()
-    plant_functions(amd, [("0000:%02x:00.0" % bus, "0x1002", "0x120000") for bus in (0x05, 0x15, 0x65, 0x75)])
-    plant_functions(nvidia, (("0000:18:00.0", "0x10de", "0x030200"), ("0000:05:00.0", "0x10de", "0x068000")))
-    assert run.count_gpus(str(amd)) == (4, "AMD")
-    assert run.count_gpus(str(nvidia)) == (1, "NVIDIA")
-
-
 BUILTIN = os.path.join(REPO, "workloads")
 
 

@@ -1,8 +1,10 @@
-"""ROCm's tools found where ROCm puts them: PATH first, then $ROCM_PATH/bin and /opt/rocm/bin."""
+"""ROCm's tools found where ROCm puts them (PATH first, then $ROCM_PATH/bin and /opt/rocm/bin), and what shows a host
+has AMD GPUs."""
 
 import os
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus
+from ansible_collections.continuum.hydra.tests.support.amd import MI300X, pci_function
 
 
 def tool(directory, name):
@@ -34,3 +36,20 @@ def test_a_file_that_cannot_run_or_is_missing_is_not_found(tmp_path, monkeypatch
     monkeypatch.setattr(gpus, "ROCM_DIRS", (str(tmp_path / "opt-rocm"),))
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     assert gpus.find_rocm_tool("rocm-smi", {}) is None and gpus.find_rocm_tool("amd-smi", {}) is None
+
+
+def test_amd_evidence_names_the_first_sign_of_amd_gpus(tmp_path, monkeypatch):
+    # The one AMD detection of the doctor's AMD probes and of NVIDIA-only remediation on an AMD host.
+    monkeypatch.setattr(gpus, "ROCM_DIRS", (str(tmp_path / "opt-rocm"),))
+    monkeypatch.setenv("PATH", str(tmp_path / "path"))
+    monkeypatch.delenv("ROCM_PATH", raising=False)
+    root = tmp_path / "root"
+    assert gpus.amd_evidence(str(root)) is None
+    pci_function(root, MI300X, "0x1002", "0x120000")  # an MI300X (a processing accelerator), no driver bound
+    assert gpus.amd_evidence(str(root)) == "an AMD GPU on the PCI bus"
+    (root / "sys/module/amdgpu").mkdir(parents=True)
+    assert gpus.amd_evidence(str(root)) == "an AMD GPU on the PCI bus"
+    os.remove(str(root / "sys/bus/pci/devices" / MI300X / "class"))  # no class: not a GPU
+    assert gpus.amd_evidence(str(root)) == "the amdgpu module loaded"
+    on_path = tool(tmp_path / "path", "rocm-smi")
+    assert gpus.amd_evidence(str(root)) == "rocm-smi at %s" % on_path

@@ -59,6 +59,15 @@ def test_secondary_die_power_and_a_degraded_card_are_absent_not_zero():
     assert second["temperature"]["gpu_c"] is None and second["power"]["limit_w"] is None and second["unreadable"] == {}
 
 
+@pytest.mark.parametrize("level, gen", [("0 (2.5GT/s x8)", 1), ("1 (16.0GT/s x16)", 4), ("2 (64.0GT/s x16)", 6),
+                                        ("3 (128.0GT/s x16)", 7), ("1 (3.0GT/s x16)", None)])
+def test_link_level_generation_from_the_one_pcie_table(level, gen):
+    # Edited copies of the recorded MI250 link level; Gen 7 (128 GT/s, PCIe 7.0) read as None before the shared table.
+    doc = json.loads(read_fixture("amd", "rocm-smi", "wandb-mi250-oam-gcd-drv624-rocm6.json"))
+    doc["card0"]["pcie clock level"] = level
+    assert parse_rocm_smi(json.dumps(doc))["gpus"][0]["pcie"]["gen_current"] == gen
+
+
 def test_mi300_socket_power_key():
     doc = json.loads(read_fixture("amd", "rocm-smi", "wandb-mi250-oam-gcd-drv624-rocm6.json"))
     del doc["card0"]["Average Graphics Package Power (W)"]
