@@ -378,8 +378,8 @@ class Table(NamedTuple):
 FIRST_TITLE = "What to do first"
 HOSTS_COLUMN = "hosts"
 FAILING = Table("Failing checks", ("status", "check", HOSTS_COLUMN, "message", "GPUs"), "No failing checks.")
-FINDINGS = Table("Open findings", ("status", "check", HOSTS_COLUMN, "GPUs / ports", "first seen", "last seen", "times seen",
-                                   "escalation"), "No open findings.")
+FINDINGS = Table("Open findings", ("status", "check", HOSTS_COLUMN, "GPUs / ports", "first seen", "last seen", "times seen", "escalation"),
+                 "No open findings.")
 FINDINGS_NOTE = "Kept until acknowledged with playbooks/acknowledge.yml, even when the check is healthy again."
 ACTIONS = Table("All actions", ("#", "status", "check", HOSTS_COLUMN, "remediation"))
 EVIDENCE = Table("Evidence for the vendor", ("host", "GPU", "serial", "evidence"))
@@ -392,8 +392,7 @@ WORKLOAD_FAILURES = Table("", ("host", "class", "status", "reason", "last log li
 PLACEMENT = Table("GPU placement", ("host", "class", "lowest", "GPUs below (score, nearest NIC and link)"))
 UNSCORED = Table("", ("host", "not scored because"))
 INTERCONNECT_TITLE = "Interconnect"
-RATES = Table("Worst ports and links by rate", ("status", "host", "port / link / device", "counter", "since the last run",
-                                                "limit", "interval"))
+RATES = Table("Worst ports and links by rate", ("status", "host", "port / link / device", "counter", "since the last run", "limit", "interval"))
 FLAPS = Table("Flaps", ("host", "port / GPU", "since the last run"))
 PEERS = Table("Ports off their peers", ("status", "host", "port", "is", "its class has it", "peers"))
 DOMAINS = Table("Hosts off their NVLink domain", ("host", "NVLink domain", "its GPUs report", "the domain has", "hosts that agree"))
@@ -401,8 +400,7 @@ RESETS = Table("Not judged this run", ("host", "port / link / device", "why"))
 FABRIC_TITLE = "Fabric"
 FABRIC_ISOLATED = Table("", ("isolated host", "rounds", "proof"))
 FABRIC_ROUNDS = Table("", ("round", "stage", "group", "purpose", "members", "bus bandwidth", "floor", "verdict"))
-ERROR_COUNTERS = Table("Error counters above the class", ("host", "GPU", "class", "counter", "count", "class median",
-                                                          "robust z", "status"))
+ERROR_COUNTERS = Table("Error counters above the class", ("host", "GPU", "class", "counter", "count", "class median", "robust z", "status"))
 BOTTLENECK = Table("Fleet bottleneck", ("#", "action", "bottlenecks", "hosts"))
 HISTORY_TITLE = "History"
 HISTORY_EMPTY = "No repeat offenders, no degrading trends."
