@@ -18,6 +18,7 @@ import os
 import re
 from typing import Any, Callable, Optional, Union
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.cgroupfs import parse_limit
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.processes import list_processes
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
@@ -32,8 +33,6 @@ V1 = "v1"
 V2 = "v2"
 MAX = "max"
 CPU_PERIOD_US = 100000
-# v1 reports "no limit" as the largest page-aligned 64-bit value, or -1 for CFS quota.
-V1_UNLIMITED = 2 ** 62
 PAGE = 4096
 IO_KEYS = ("rbps", "wbps", "riops", "wiops")
 V1_IO_FILES = {"rbps": "blkio.throttle.read_bps_device", "wbps": "blkio.throttle.write_bps_device",
@@ -172,17 +171,10 @@ def _v1_dir(controller: str) -> str:
 
 # ---- reading current values -------------------------------------------------------------------------------
 
-def _v2_size(text: Optional[str]) -> Size:
-    text = (text or "").strip()
-    return MAX if text in ("", MAX) else int(text)
-
-
-def _v1_size(text: Optional[str]) -> Size:
-    text = (text or "").strip()
-    if text in ("", "-1"):
-        return MAX
-    value = int(text)
-    return MAX if value >= V1_UNLIMITED else value
+def _size(text: Optional[str]) -> Size:
+    """A limit file's value as planned and verified (_host/cgroupfs.py): a number, MAX for no limit or nothing read."""
+    value = parse_limit(text) if text and text.strip() else None
+    return MAX if value is None else value
 
 
 def parse_v2_io_max(text: Optional[str]) -> dict[str, dict[str, Size]]:
@@ -227,10 +219,10 @@ def plan_limits(entry: Entry, version: str, parent: str, read: Reader) -> list[W
 
     if version == V2:
         if entry["memory_max"] is not None:
-            want(group + "/memory.max", _v2_size(read(group + "/memory.max")), str(entry["memory_max"]), entry["memory_max"],
+            want(group + "/memory.max", _size(read(group + "/memory.max")), str(entry["memory_max"]), entry["memory_max"],
                  "memory.max")
         if entry["memory_high"] is not None:
-            want(group + "/memory.high", _v2_size(read(group + "/memory.high")), str(entry["memory_high"]),
+            want(group + "/memory.high", _size(read(group + "/memory.high")), str(entry["memory_high"]),
                  entry["memory_high"], "memory.high")
         if entry["cpu_percent"] is not None:
             current = (read(group + "/cpu.max") or "max %d" % CPU_PERIOD_US).split()
@@ -250,12 +242,12 @@ def plan_limits(entry: Entry, version: str, parent: str, read: Reader) -> list[W
 
     if entry["memory_max"] is not None:
         path = "memory/%s/memory.limit_in_bytes" % group
-        want(path, _v1_size(read(path)), "-1" if entry["memory_max"] == MAX else str(entry["memory_max"]),
+        want(path, _size(read(path)), "-1" if entry["memory_max"] == MAX else str(entry["memory_max"]),
              page(entry["memory_max"]), "memory.limit_in_bytes")
     if entry["memory_high"] is not None:
         # v1 has no memory.high; the soft limit is its nearest equivalent (reclaimed first under pressure).
         path = "memory/%s/memory.soft_limit_in_bytes" % group
-        want(path, _v1_size(read(path)), "-1" if entry["memory_high"] == MAX else str(entry["memory_high"]),
+        want(path, _size(read(path)), "-1" if entry["memory_high"] == MAX else str(entry["memory_high"]),
              page(entry["memory_high"]), "memory.soft_limit_in_bytes")
     if entry["cpu_percent"] is not None:
         period_path = "cpu/%s/cpu.cfs_period_us" % group
@@ -263,7 +255,7 @@ def plan_limits(entry: Entry, version: str, parent: str, read: Reader) -> list[W
              "cpu.cfs_period_us")
         path = "cpu/%s/cpu.cfs_quota_us" % group
         quota = cpu_quota(entry["cpu_percent"])
-        want(path, _v1_size(read(path)), "-1" if quota == MAX else str(quota), quota, "cpu.cfs_quota_us")
+        want(path, _size(read(path)), "-1" if quota == MAX else str(quota), quota, "cpu.cfs_quota_us")
     for rule in entry["io_max"]:
         for key, value in sorted(rule["limits"].items()):
             path = "blkio/%s/%s" % (group, V1_IO_FILES[key])
@@ -279,7 +271,7 @@ def read_back(write: Write, version: str, read: Reader) -> Any:
     path, what = write["path"], write["what"]
     if version == V2:
         if what in ("memory.max", "memory.high"):
-            return _v2_size(read(path))
+            return _size(read(path))
         if what == "cpu.max":
             return " ".join((read(path) or "").split()[:2])
         device = what.split()[1]
@@ -289,7 +281,7 @@ def read_back(write: Write, version: str, read: Reader) -> Any:
         return int((read(path) or "0").strip())
     if what.startswith("blkio."):
         return parse_v1_throttle(read(path)).get(what.split()[1], MAX)
-    return _v1_size(read(path))
+    return _size(read(path))
 
 
 def group_dirs(entry: Entry, version: str, parent: str) -> list[str]:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.cgroupfs import read_limit
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import (
     DEFAULT_COMMAND_TIMEOUT,
     ProbeAbsent,
@@ -33,9 +34,6 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.procfs impor
 Options = Mapping[str, Any]
 
 DEFAULT_DISK_PATHS = ["/", "/tmp"]
-
-# cgroup v1 memory.limit_in_bytes says "no limit" with a page-rounded LONG_MAX; anything this big is no limit.
-_V1_UNLIMITED = 1 << 62
 
 _V1_CONTROLLERS = frozenset(("cpu", "cpuacct", "cpuset", "memory", "devices", "freezer", "net_cls", "net_prio",
                              "blkio", "perf_event", "hugetlb", "pids", "rdma", "misc"))
@@ -140,17 +138,7 @@ def _ancestors(directory: str, top: str) -> list[str]:
 
 def _v2_memory(directory: str) -> Optional[int]:
     """memory.max: "max" -> None, else bytes."""
-    path = os.path.join(directory, "memory.max")
-    text = read_text_if_exists(path)
-    if text is None:
-        return None
-    text = text.strip()
-    if text == "max":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise ProbeError("%s: %r is neither 'max' nor a number of bytes" % (path, text[:80])) from None
+    return read_limit(os.path.join(directory, "memory.max"))
 
 
 def _v2_cpu(directory: str) -> Optional[float]:
@@ -169,8 +157,7 @@ def _v2_cpu(directory: str) -> Optional[float]:
 
 
 def _v1_memory(directory: str) -> Optional[int]:
-    value = read_int(os.path.join(directory, "memory.limit_in_bytes"), optional=True)
-    return None if value is None or value >= _V1_UNLIMITED else value
+    return read_limit(os.path.join(directory, "memory.limit_in_bytes"))
 
 
 def _v1_cpu(directory: str) -> Optional[float]:
