@@ -225,7 +225,6 @@ HYDRA_ACTIONS = frozenset([DOCTOR, PROFILE, ENV_SETUP, WORKLOAD, FABRIC, FABRIC_
 BUG_REPORT = "continuum.hydra.bug_report"
 MERGE = "continuum.hydra.fleet_merge"  # playbooks/merge.yml: its result is the merged hosts of a sliced run
 WRITING_ACTIONS = HYDRA_ACTIONS | {MERGE}  # a play with one of these makes this callback write reports
-REPORT_NAME = formats.REPORT_NAME
 BATCH_PLAN_NAME = "batch-plan"
 NAME = "continuum.hydra.fleet_report"
 
