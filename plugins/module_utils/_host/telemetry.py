@@ -33,7 +33,7 @@ from typing import Any, Callable, Optional, Union
 from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus, procfs
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import csv_fields, find_nvidia_smi
 
 # NVML clocks event (throttle) reason bits, nvml.h nvmlClocksEventReason*.
 THROTTLE_BITS = (
@@ -108,26 +108,27 @@ def parse_smi_header(line: str) -> list[str]:
     return [field.strip().split(" [", 1)[0].strip() for field in line.split(",")]
 
 
-def _smi_value(raw: str, convert: Callable[[str], Any]) -> Any:
-    raw = raw.strip()
-    if not raw or raw.startswith("[") or raw in ("N/A", "Unknown Error"):
+def _smi_value(value: Any, convert: Callable[[str], Any]) -> Any:
+    """A field (nvidia_smi.csv_fields) converted; None when absent, unreadable or not a number: a sample missing one
+    reading is still a sample."""
+    if not isinstance(value, str):
         return None  # "[N/A]", "[Not Supported]", "[Unknown Error]"
     try:
-        return convert(raw if convert is str else raw.split()[0])
+        return convert(value if convert is str else value.split()[0])
     except ValueError:
         return None
 
 
 def parse_smi_row(columns: list[str], line: str) -> Optional[dict[str, Any]]:
     """One CSV line -> a normalised sample row (None for a repeated header or a short line)."""
-    values = line.split(",")
-    if len(values) < len(columns) or values[0].strip() == columns[0] or not any(name in _SMI_COLUMNS for name in columns):
+    values = csv_fields(line)
+    if len(values) < len(columns) or values[0] == columns[0] or not any(name in _SMI_COLUMNS for name in columns):
         return None
     row: dict[str, Any] = {}
-    for name, raw in zip(columns, values):
+    for name, value in zip(columns, values):
         if name in _SMI_COLUMNS:
             key, convert = _SMI_COLUMNS[name]
-            row[key] = _smi_value(raw, convert)
+            row[key] = _smi_value(value, convert)
     return normalise_row(row)
 
 

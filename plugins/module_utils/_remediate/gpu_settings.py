@@ -23,6 +23,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._atomic import wri
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_json_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import amd_smi
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import csv_fields
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi_cli import NvidiaSmiCli
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
@@ -66,15 +67,16 @@ def query_args(fields: Sequence[str]) -> list[str]:
 
 
 def parse_csv(text: str, keys: Sequence[str]) -> list[Row]:
-    """nvidia-smi csv,noheader,nounits rows -> list of dicts; '[N/A]'/'[Not Supported]' become None."""
+    """nvidia-smi csv,noheader,nounits rows -> list of dicts (nvidia_smi.csv_fields); absent ('[N/A]', '[Not
+    Supported]') and unreadable ('[Unknown Error]') values alike become None."""
     rows = []
     for line in text.splitlines():
         if not line.strip():
             continue
-        values = [v.strip() for v in line.split(", ")]
+        values = csv_fields(line)
         if len(values) != len(keys):
             raise GpuSettingsError("nvidia-smi printed %d values where %d were asked for: %r" % (len(values), len(keys), line))
-        rows.append(dict((key, None if value.startswith("[") or value == "N/A" else value) for key, value in zip(keys, values)))
+        rows.append(dict((key, value if isinstance(value, str) else None) for key, value in zip(keys, values)))
     return rows
 
 

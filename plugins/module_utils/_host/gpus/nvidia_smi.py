@@ -189,11 +189,23 @@ def _node(elem: Optional[ET.Element], path: Optional[str]) -> Optional[ET.Elemen
     return elem if elem is None or not path else elem.find(path)
 
 
+def value_of(raw: Optional[str]) -> Any:
+    """One value as nvidia-smi wrote it (an XML element's text, a ``--format=csv`` field): the stripped text, None
+    when missing or absent by design ("[N/A]", "[Not Supported]"), Unreadable when it could not be read
+    ("[Unknown Error]", "[GPU requires reset]"): read_value's one rule."""
+    kind, value = read_value(raw)
+    return Unreadable(value or "") if kind == UNREADABLE else value
+
+
+def csv_fields(line: str) -> list[Any]:
+    """One line of ``nvidia-smi --query-*=... --format=csv`` output -> its fields, each through value_of."""
+    return [value_of(field) for field in line.split(",")]
+
+
 def value_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Any:
     """Stripped text of elem/path, None when missing or absent by design, Unreadable when it could not be read."""
     node = _node(elem, path)
-    kind, value = read_value(None if node is None else node.text)
-    return Unreadable(value or "") if kind == UNREADABLE else value
+    return value_of(None if node is None else node.text)
 
 
 def text_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Optional[str]:

@@ -83,6 +83,8 @@ def test_not_supported_values_become_none():
     columns = telemetry.parse_smi_header("index, power.draw [W], clocks_throttle_reasons.active, memory.used [MiB]")
     row = telemetry.parse_smi_row(columns, "3, [N/A], [Not Supported], 1024 MiB")
     assert (row["index"], row["power_w"], row["throttle_mask"], row["memory_used_mib"]) == (3, None, None, 1024.0)
+    row = telemetry.parse_smi_row(columns, "3, [Unknown Error], 0x4, ERR!")  # unreadable: no reading, still a sample
+    assert (row["index"], row["power_w"], row["throttle_mask"], row["memory_used_mib"]) == (3, None, 4, None)
     assert telemetry.parse_smi_row(columns, "index, power.draw [W], x, y") is None  # a repeated header
     assert telemetry.parse_smi_row(columns, "3, 20 W") is None  # a short line
 

@@ -23,6 +23,9 @@ def test_parse_state_numbers_and_not_available():
     assert first["index"] == 0 and first["power_limit"] == 500.0 and first["application_clock_graphics"] == 1275
     rtx = gs.parse_state(NO_ECC)[0]
     assert rtx["ecc_mode_pending"] is None and rtx["application_clock_memory"] is None
+    # A power limit nvidia-smi could not read is no power limit to plan from, as one it does not report.
+    unread = gs.parse_state(NO_ECC.replace("320.00", "[Unknown Error]"))[0]
+    assert unread["power_limit"] is None and unread["power_min_limit"] == 100.0
 
 
 def test_plan_changes_only_what_differs():

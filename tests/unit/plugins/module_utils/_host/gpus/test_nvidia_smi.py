@@ -6,6 +6,8 @@ import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import (
     NvidiaSmiParseError,
+    Unreadable,
+    csv_fields,
     number_at,
     parse_nvidia_smi,
     parse_nvlink_status,
@@ -193,6 +195,18 @@ def test_nvlink_status_without_links_and_with_unknown_text():
 def test_read_value_tells_absent_from_unreadable(raw, kind):
     from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import read_value
     assert read_value(raw)[0] == kind
+
+
+def test_csv_fields_read_every_query_field_by_the_one_rule():
+    # A recorded `nvidia-smi --query-gpu=... --format=csv` line, and copies with what nvidia-smi writes in a CSV field
+    # it has no value for ([N/A], [Not Supported]) or could not read ([Unknown Error], [GPU requires reset]).
+    line = read_fixture("nvidia-smi-query", "h100-pcie-350w-lms.csv").splitlines()[1]
+    assert csv_fields(line) == ["2023/08/23 08:20:40.162", "0 %", "32", "48", "46.83 W", "46.73 W", "345 MHz", "1593 MHz"]
+    planted = csv_fields(line.replace("32, 48", "[N/A], [Not Supported]").replace("46.83 W, 46.73 W",
+                                                                                "[Unknown Error], [GPU requires reset]"))
+    assert planted[2:4] == [None, None] and planted[6:] == ["345 MHz", "1593 MHz"]
+    assert [(type(v), v.raw) for v in planted[4:6]] == [(Unreadable, "[Unknown Error]"), (Unreadable, "[GPU requires reset]")]
+    assert csv_fields("0, , N/A, Not Supported") == ["0", None, None, None]
 
 
 def test_unreadable_values_are_none_and_named_in_the_record():
