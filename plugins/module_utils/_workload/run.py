@@ -31,7 +31,6 @@ import shlex
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import IO, Any, Callable, Optional
@@ -39,8 +38,8 @@ from typing import IO, Any, Callable, Optional
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import open_log
 from ansible_collections.continuum.hydra.plugins.module_utils._host import idle, telemetry
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, find_binary, run, run_to_file
-from ansible_collections.continuum.hydra.plugins.module_utils._host.files import list_dir, read_text_or_none
-from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import gpu_vendor
+from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
+from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import count_gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._workload import phases as phases_helper
 from ansible_collections.continuum.hydra.plugins.module_utils._workload.catalogue import Catalogue, describe, resolve_timeout, split_tags
 
@@ -251,25 +250,6 @@ def engine_answers(engine: str, timeout: float = ENGINE_CHECK_TIMEOUT_S) -> bool
     return rc == 0
 
 
-def count_gpus(devices_dir: str = "/sys/bus/pci/devices") -> tuple[int, Optional[str]]:
-    """(GPU count, vendor) from the GPU functions of NVIDIA and AMD in sysfs (_host/pci.py gpu_vendor); (0, None) when none or unreadable."""
-    counts: dict[str, int] = {}
-    try:
-        addresses = list_dir(devices_dir, timeout=10)
-    except (ProbeAbsent, ProbeError):
-        return 0, None
-    for address in addresses:
-        # Display controllers, and AMD's processing accelerators (MI300X is 0x12): not audio functions or bridges.
-        vendor = gpu_vendor(read_text_or_none(os.path.join(devices_dir, address, "vendor")),
-                            read_text_or_none(os.path.join(devices_dir, address, "class")))
-        if vendor:
-            counts[vendor] = counts.get(vendor, 0) + 1
-    if not counts:
-        return 0, None
-    vendor = max(counts, key=lambda name: counts[name])
-    return counts[vendor], vendor
-
-
 # ---------------------------------------------------------------------------------------------
 # The run
 
@@ -337,7 +317,7 @@ class Runner:
         self.root = os.path.abspath(catalogue_root)
         self.runtime = runtime
         self.timeout = timeout
-        counted, detected = count_gpus(devices_dir)
+        counted, detected = count_gpus(devices_dir, timeout=10)
         self.gpus = counted if gpus is None else gpus
         self.vendor = {"auto": detected, "amd": "AMD", "nvidia": "NVIDIA", "none": None}.get(gpu_vendor, detected)
         self.extra_env = dict(extra_env or {})
@@ -352,13 +332,11 @@ class Runner:
     def run_all(self, selected: Sequence[dict[str, Any]]) -> dict[str, Any]:
         """Rows of every selected model, and the sampler's description."""
         workspace_root = tempfile.mkdtemp(prefix="hydra-workload-")
-        sampler = telemetry.Sampler(self.sample_interval_s)
+        sampler = telemetry.Sampler(self.sample_interval_s, meminfo="/proc/meminfo")
         if self.gpu_telemetry:
             sampler.gpu_source, source_notes = telemetry.pick_gpu_source(sampler.add_gpu_row, self.sample_interval_s)
             sampler.notes.extend(source_notes)
         sampler.start()
-        memory = MemorySampler(self.sample_interval_s)
-        memory.start()
         rows: list[dict[str, Any]] = []
         self.run_log.event("run_start", models=[model["name"] for model in selected], runtime=self.runtime, gpus=self.gpus,
                            gpu_vendor=self.vendor)
@@ -375,10 +353,9 @@ class Runner:
                 finally:
                     shutil.rmtree(workspace, ignore_errors=True)
                 sampler.sample_now()
-                memory.sample_now()
                 end = time.monotonic()
                 summary = sampler.summary(start, end)
-                summary["memory"] = memory.summary(start, end)
+                summary["memory"] = sampler.memory_summary(start, end)
                 for row in model_rows:
                     row["telemetry"] = summary
                     self.run_log.event("workload_end", name=row["name"], status=row["status"], performance=row["performance"],
@@ -386,7 +363,6 @@ class Runner:
                 rows.extend(model_rows)
         finally:
             sampler.stop()
-            memory.stop()
             shutil.rmtree(workspace_root, ignore_errors=True)
             self.run_log.event("run_end", statuses={status: sum(1 for row in rows if row["status"] == status)
                                                     for status in RUN_STATUSES})
@@ -562,62 +538,6 @@ def _phase_summary(path: str) -> Optional[dict[str, Any]]:
     if summary is not None and bad:
         summary["unreadable_lines"] = bad
     return summary
-
-
-# ---------------------------------------------------------------------------------------------
-# Memory samples (the telemetry sampler covers CPU and GPUs)
-
-
-def parse_meminfo_kib(text: str) -> dict[str, int]:
-    values = {}
-    for line in text.splitlines():
-        key, _sep, rest = line.partition(":")
-        parts = rest.split()
-        if parts and parts[0].isdigit():
-            values[key.strip()] = int(parts[0])
-    return values
-
-
-class MemorySampler:
-    """Used host memory (MemTotal - MemAvailable) every interval, from /proc/meminfo."""
-
-    def __init__(self, interval_s: float, meminfo: str = "/proc/meminfo") -> None:
-        self.interval_s = interval_s
-        self.meminfo = meminfo
-        self.samples: list[tuple[float, float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="hydra-memory")
-        self._thread.daemon = True
-
-    def sample_now(self) -> None:
-        """One sample now (as Sampler.sample_now: a workload shorter than the interval still has one)."""
-        self._take()
-
-    def _take(self) -> None:
-        text = read_text_or_none(self.meminfo)
-        values = parse_meminfo_kib(text or "")
-        if "MemTotal" in values and "MemAvailable" in values:
-            total = values["MemTotal"] / 1048576.0
-            self.samples.append((time.monotonic(), (values["MemTotal"] - values["MemAvailable"]) / 1048576.0, total))
-
-    def _loop(self) -> None:
-        self._take()
-        while not self._stop.wait(self.interval_s):
-            self._take()
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def summary(self, start: float, end: float) -> dict[str, Any]:
-        window = [(used, total) for stamp, used, total in self.samples if start <= stamp <= end]
-        used = [value for value, _total in window]
-        return {"samples": len(window), "used_max_gib": round(max(used), 2) if used else None,
-                "used_mean_gib": round(sum(used) / len(used), 2) if used else None,
-                "total_gib": round(window[-1][1], 2) if window else None}
 
 
 # ---------------------------------------------------------------------------------------------
