@@ -111,15 +111,17 @@ def run_to_file(argv: Sequence[str], timeout: Optional[float], log_path: str, cw
             _kill_tree(proc)
             return None, True
         # The script is done; a background child it left in its process group must not outlive it.
-        _kill_leftovers(proc.pid)
+        signal_group(proc.pid)
     return rc, False
 
 
-def _kill_leftovers(pgid: int) -> None:
+def signal_group(pgid: int, sig: int = signal.SIGKILL) -> bool:
+    """Send ``sig`` to a process group (a command started in its own session: its pid); False when none is left."""
     try:
-        os.killpg(pgid, signal.SIGKILL)
+        os.killpg(pgid, sig)
     except OSError:
-        pass
+        return False
+    return True
 
 
 def call_with_timeout(call: Callable[[], T], timeout: float, what: str) -> T:
@@ -171,12 +173,26 @@ def become_subreaper() -> bool:
 
 
 # pid -> (state, ppid, process group, session, start time in clock ticks after boot)
-ProcessTable = Mapping[int, tuple[str, int, int, int, int]]
+ProcStat = tuple[str, int, int, int, int]
+ProcessTable = Mapping[int, ProcStat]
 
 
-def process_table(proc_dir: str = "/proc") -> dict[int, tuple[str, int, int, int, int]]:
+def parse_pid_stat(text: str) -> Optional[ProcStat]:
+    """/proc/<pid>/stat -> (state, ppid, process group, session, start time in clock ticks after boot); None when the
+    text is not one (truncated, or not numbers where they belong)."""
+    # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses, so split after the last ")".
+    if ")" not in text:
+        return None
+    fields = text.rpartition(")")[2].split()
+    try:
+        return fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def process_table(proc_dir: str = "/proc") -> dict[int, ProcStat]:
     """pid -> (state, ppid, process group, session, start time) of every process, from /proc/<pid>/stat; empty without /proc."""
-    table: dict[int, tuple[str, int, int, int, int]] = {}
+    table: dict[int, ProcStat] = {}
     try:
         names = os.listdir(proc_dir)
     except OSError:
@@ -189,12 +205,9 @@ def process_table(proc_dir: str = "/proc") -> dict[int, tuple[str, int, int, int
                 text = handle.read().decode("utf-8", "replace")
         except OSError:
             continue  # exited meanwhile
-        # "pid (comm) state ppid pgrp session ...": comm may hold spaces and parentheses, so split after the last ")".
-        fields = text.rpartition(")")[2].split()
-        try:
-            table[int(name)] = (fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
-        except (IndexError, ValueError):
-            continue
+        entry = parse_pid_stat(text)
+        if entry is not None:
+            table[int(name)] = entry
     return table
 
 
@@ -233,10 +246,7 @@ def _kill_tree(proc: "subprocess.Popen[bytes]") -> None:
         if not table:
             victims = {proc.pid}  # no /proc: the process group is all there is to kill
         adopted.update(p for p in victims if p != proc.pid)
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
+        signal_group(proc.pid)
         for victim in victims:
             try:
                 os.kill(victim, signal.SIGKILL)

@@ -44,7 +44,9 @@ def pcie_gen(gts: Optional[float]) -> Optional[int]:
 
 
 def classify(pci_class: Optional[str], vendor_id: str = NVIDIA_VENDOR) -> Optional[str]:
-    """Which list a GPU vendor's PCI function belongs in, from its class code ('0x030200'): gpus, nvswitches or None."""
+    """Which list a GPU vendor's PCI function belongs in, from its class code ('0x030200'): gpus, nvswitches or None.
+
+    The one rule for which PCI function is a GPU: NVIDIA and AMD display functions, AMD processing accelerators."""
     value = (pci_class or "").strip().lower()
     if value.startswith("0x03"):
         # 0x0300 VGA, 0x0302 3D controller (data-centre GPUs), 0x0380 other display.
@@ -56,12 +58,6 @@ def classify(pci_class: Optional[str], vendor_id: str = NVIDIA_VENDOR) -> Option
         # NVSwitch presents itself as a bridge of class "other".
         return "nvswitches"
     return None
-
-
-def gpu_vendor(vendor_id: Optional[str], pci_class: Optional[str]) -> Optional[str]:
-    """'NVIDIA' or 'AMD' when a PCI function (its vendor and class codes as sysfs writes them) is a GPU, else None."""
-    vendor = (vendor_id or "").strip().lower()
-    return VENDORS[vendor] if vendor in VENDORS and classify(pci_class, vendor) == "gpus" else None
 
 
 def _read(path: str) -> Optional[str]:

@@ -11,6 +11,7 @@ import os
 import pwd
 from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import parse_pid_stat
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 
 
@@ -39,14 +40,8 @@ def list_processes(proc: str = "/proc") -> list[dict[str, Any]]:
 
 def stat_starttime(pid: int, proc: str = "/proc") -> Optional[int]:
     """Field 22 of /proc/<pid>/stat: start time in clock ticks after boot (a PID plus this names one process)."""
-    text = read_text_or_none(os.path.join(proc, str(pid), "stat"))
-    if not text or ")" not in text:
-        return None
-    fields = text.rsplit(")", 1)[1].split()  # after "(comm)", which may hold spaces and parentheses
-    try:
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
+    entry = parse_pid_stat(read_text_or_none(os.path.join(proc, str(pid), "stat")) or "")
+    return entry[4] if entry else None
 
 
 def boot_time(proc: str = "/proc") -> Optional[float]:

@@ -14,13 +14,12 @@ NVML read (the interval stretches to the call's length, never overlaps). The CPU
 read), host memory (when asked) from /proc/meminfo. Only cheap NVML calls are made (no process lists: those hold the
 driver lock for milliseconds).
 
-Parsing and aggregation are pure functions, tested on recorded sampler output.
+Parsing and aggregation are pure functions, tested on recorded sampler output (its rows read by parse_smi_row).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-import datetime
 import os
 import shutil
 import signal
@@ -31,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any, Callable, Optional, Union
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import gpus, procfs
-from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, signal_group
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import csv_fields, find_nvidia_smi
 
@@ -142,32 +141,6 @@ def normalise_row(row: dict[str, Any]) -> dict[str, Any]:
     if out["index"] is None:
         out["index"] = 0
     return out
-
-
-def parse_smi_timestamp(value: str) -> Optional[float]:
-    """Seconds since the epoch of an nvidia-smi timestamp ("2023/08/23 08:20:39.825"), None if unreadable."""
-    try:
-        stamp = datetime.datetime.strptime(value.strip(), "%Y/%m/%d %H:%M:%S.%f")
-    except ValueError:
-        return None
-    return (stamp - datetime.datetime(1970, 1, 1)).total_seconds()
-
-
-def parse_smi_csv(text: str) -> list[tuple[float, dict[str, Any]]]:
-    """A recorded ``nvidia-smi --query-gpu=... --format=csv -lms N`` output -> [(t, row)], t from its timestamps."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        return []
-    columns = parse_smi_header(lines[0])
-    stamp_at = columns.index("timestamp") if "timestamp" in columns else None
-    samples: list[tuple[float, dict[str, Any]]] = []
-    for position, line in enumerate(lines[1:]):
-        row = parse_smi_row(columns, line)
-        if row is None:
-            continue
-        stamp = parse_smi_timestamp(line.split(",")[stamp_at]) if stamp_at is not None else None
-        samples.append((stamp if stamp is not None else float(position), row))
-    return samples
 
 
 def parse_proc_stat(text: str) -> tuple[int, int]:
@@ -380,9 +353,7 @@ class SmiSource:
             return
         if proc.poll() is None:
             for sig, wait_s in ((signal.SIGTERM, 2), (signal.SIGKILL, 5)):
-                try:
-                    os.killpg(proc.pid, sig)
-                except OSError:
+                if not signal_group(proc.pid, sig):
                     break
                 try:
                     proc.wait(timeout=wait_s)

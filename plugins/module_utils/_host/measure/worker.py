@@ -15,12 +15,13 @@ breaking changes at any time. Do not use it from other collections or roles.
 import inspect
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
 from types import ModuleType
 from typing import Any, Callable, Optional
+
+from ansible_collections.continuum.hydra.plugins.module_utils._host.command import signal_group
 
 # A progress callback: progress(step, done, total[, unit]) (profile's RunLog.progress_reporter makes one).
 Progress = Callable[..., None]
@@ -48,10 +49,8 @@ def start_worker(module: ModuleType, args: dict[str, Any], python: Optional[str]
 
 
 def kill_group(proc: "subprocess.Popen[bytes]") -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        pass
+    """SIGKILL the worker's process group (command.signal_group) and collect what it wrote."""
+    signal_group(proc.pid)
     try:
         proc.communicate(timeout=5)
     except subprocess.TimeoutExpired:

@@ -117,3 +117,28 @@ def test_the_process_table_and_descendants(tmp_path):
     # 11 and 12 below 10 (12 left with setsid), 14 adopted after 10 started; 13 unrelated, 15 older than 10
     assert command.descendants(10, fake) == {10, 11, 12, 14}
     assert command.process_table(str(tmp_path / "no-proc")) == {}
+
+
+def test_proc_pid_stat_is_read_after_the_command_name():
+    # The one /proc/<pid>/stat parser (the process table, tenant.slo's process start times): this process's real
+    # stat, then copies with a command name holding spaces and parentheses, truncated, and not numbers.
+    with open("/proc/self/stat") as handle:
+        real = handle.read()
+    state, ppid, pgrp, session, start = command.parse_pid_stat(real)
+    assert (ppid, pgrp, session) == (os.getppid(), os.getpgrp(), os.getsid(0)) and state in "RS" and start > 0
+    head, _paren, tail = real.rpartition(")")
+    assert command.parse_pid_stat(head.split(" (")[0] + " (a) b (c ) d)" + tail) == (state, ppid, pgrp, session, start)
+    assert command.parse_pid_stat(real[:real.index(")")]) is None  # truncated inside the name
+    assert command.parse_pid_stat(head + ")" + tail.replace(" %d " % ppid, " x ", 1)) is None
+    assert command.parse_pid_stat(head + ") S 1 2") is None
+
+
+def test_signal_group_signals_the_group_and_says_when_none_is_left():
+    import subprocess  # pylint: disable=import-outside-toplevel
+    group = subprocess.Popen(["sleep", "30"], start_new_session=True)  # its own process group, as command.run's
+    try:
+        assert command.signal_group(group.pid, signal.SIGTERM)
+        assert group.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        command.signal_group(group.pid)
+    assert not command.signal_group(group.pid)  # reaped: no such group

@@ -69,14 +69,15 @@ def test_eight_mi300x_are_eight_amd_gpus(tmp_path):
     assert pci.count_gpus(devices, timeout=10) == (8, "AMD")
 
 
-@pytest.mark.parametrize("vendor, pci_class, expected", [
-    ("0x10de", "0x030200", "NVIDIA"), ("0x10de", "0x030000", "NVIDIA"), ("0x10de", "0x068000", None),
-    ("0x10de", "0x040300", None), ("0x1002", "0x120000", "AMD"), ("0x1002", "0x038000", "AMD"),
-    ("0x1002", "0x040300", None), ("0x8086", "0x030000", None), ("0x1022", "0x120000", None),
-    ("0x10DE\n", " 0x030200\n", "NVIDIA"), (None, "0x030200", None), ("0x1002", None, None),
+@pytest.mark.parametrize("vendor, pci_class, kind", [
+    (pci.NVIDIA_VENDOR, "0x030200", "gpus"), (pci.NVIDIA_VENDOR, "0x030000", "gpus"),
+    (pci.NVIDIA_VENDOR, "0x068000", "nvswitches"), (pci.NVIDIA_VENDOR, "0x040300", None),
+    (pci.NVIDIA_VENDOR, "0x120000", None), (pci.NVIDIA_VENDOR, None, None),
+    (pci.AMD_VENDOR, "0x120000", "gpus"), (pci.AMD_VENDOR, "0x038000", "gpus"), (pci.AMD_VENDOR, " 0x0300A0\n", "gpus"),
+    (pci.AMD_VENDOR, "0x040300", None), (pci.AMD_VENDOR, "0x068000", None),
 ])
-def test_gpu_vendor_of_a_pci_function(vendor, pci_class, expected):
-    assert pci.gpu_vendor(vendor, pci_class) == expected
+def test_which_function_of_a_gpu_vendor_is_a_gpu(vendor, pci_class, kind):
+    assert pci.classify(pci_class, vendor) == kind
 
 
 def test_a_listing_that_blocks_is_given_up_at_the_deadline(tmp_path):

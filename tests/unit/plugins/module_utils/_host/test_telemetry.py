@@ -1,5 +1,6 @@
 """Telemetry under load: parsing recorded nvidia-smi sampler output, aggregation, NVML mapping, the live sampler."""
 
+import datetime
 import os
 import re
 import time
@@ -12,6 +13,21 @@ from ansible_collections.continuum.hydra.tests.support.helpers import fixture_pa
 RECORDING = ("nvidia-smi-query", "h100-pcie-350w-lms.csv")
 
 
+def recorded_samples(text):
+    """A recorded ``nvidia-smi --query-gpu=... --format=csv -lms N`` output -> [(t, row)] through the sampler's own row
+    parser, t from its timestamps (seconds since the epoch), else the row's position."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    columns = telemetry.parse_smi_header(lines[0])
+    samples = []
+    for position, line in enumerate(lines[1:]):
+        row = telemetry.parse_smi_row(columns, line)
+        if row is not None:
+            stamp = (datetime.datetime.strptime(line.split(",")[0], "%Y/%m/%d %H:%M:%S.%f")
+                     - datetime.datetime(1970, 1, 1)).total_seconds() if columns[0] == "timestamp" else float(position)
+            samples.append((stamp, row))
+    return samples
+
+
 def plant_column(text, name, idle_value, busy_value):
     """Edit a copy of the recording: add a column, valued by whether the row is under load (100 %)."""
     lines = text.splitlines()
@@ -22,7 +38,7 @@ def plant_column(text, name, idle_value, busy_value):
 
 
 def test_recorded_h100_sampler_output_parses_every_row_with_units_stripped():
-    samples = telemetry.parse_smi_csv(read_fixture(*RECORDING))
+    samples = recorded_samples(read_fixture(*RECORDING))
     assert len(samples) == 58
     first_t, first = samples[0]
     assert first["index"] == 0  # no index column: the single recorded GPU
@@ -34,7 +50,7 @@ def test_recorded_h100_sampler_output_parses_every_row_with_units_stripped():
 
 
 def test_summary_of_the_recorded_load_window():
-    samples = telemetry.parse_smi_csv(read_fixture(*RECORDING))
+    samples = recorded_samples(read_fixture(*RECORDING))
     summary = telemetry.summarize([], samples, samples[0][0], samples[-1][0])
     assert summary["cpu"] == {"samples": 0, "util_mean_pct": None, "util_max_pct": None}
     (gpu,) = summary["gpus"]
@@ -47,7 +63,7 @@ def test_summary_of_the_recorded_load_window():
 
 
 def test_summary_window_excludes_samples_outside_it():
-    samples = telemetry.parse_smi_csv(read_fixture(*RECORDING))
+    samples = recorded_samples(read_fixture(*RECORDING))
     idle_end = samples[27][0]  # the last ramp row, before the load excerpt
     (gpu,) = telemetry.summarize([], samples, samples[0][0], idle_end)["gpus"]
     assert gpu["samples"] == 28 and gpu["busy_samples"] == 0
@@ -56,7 +72,7 @@ def test_summary_window_excludes_samples_outside_it():
 
 def test_planted_thermal_throttle_under_load_is_reported_and_idle_reason_is_not():
     text = plant_column(read_fixture(*RECORDING), "clocks_throttle_reasons.active", "0x0000000000000001", "0x0000000000000044")
-    samples = telemetry.parse_smi_csv(text)
+    samples = recorded_samples(text)
     (gpu,) = telemetry.summarize([], samples, samples[0][0], samples[-1][0])["gpus"]
     # 0x44 = sw_power_cap | hw_thermal_slowdown while busy; 0x1 (idle) only when idle, and gpu_idle is never a reason.
     assert gpu["throttle_reasons"] == ["hw_thermal_slowdown", "sw_power_cap"]
@@ -64,7 +80,7 @@ def test_planted_thermal_throttle_under_load_is_reported_and_idle_reason_is_not(
 
 def test_newer_driver_header_name_for_throttle_reasons_is_understood():
     text = plant_column(read_fixture(*RECORDING), "clocks_event_reasons.active", "0x0000000000000000", "0x0000000000000020")
-    (gpu,) = telemetry.summarize([], telemetry.parse_smi_csv(text), 0, 1e12)["gpus"]
+    (gpu,) = telemetry.summarize([], recorded_samples(text), 0, 1e12)["gpus"]
     assert gpu["throttle_reasons"] == ["sw_thermal_slowdown"]
 
 
@@ -74,7 +90,7 @@ def test_planted_narrowed_link_under_load():
     text = plant_column(text, "pcie.link.gen.max", "5", "5")
     text = plant_column(text, "pcie.link.width.current", "16", "8")
     text = plant_column(text, "pcie.link.width.max", "16", "16")
-    (gpu,) = telemetry.summarize([], telemetry.parse_smi_csv(text), 0, 1e12)["gpus"]
+    (gpu,) = telemetry.summarize([], recorded_samples(text), 0, 1e12)["gpus"]
     # The idle downshift to gen 1 is ignored: only busy samples count.
     assert (gpu["pcie_gen_busy_min"], gpu["pcie_width_busy_min"], gpu["pcie_gen_max"], gpu["pcie_width_max"]) == (4, 8, 5, 16)
 
@@ -174,7 +190,7 @@ class FakeNvml:
 
 
 def test_nvml_source_converts_units_and_tolerates_unsupported_calls():
-    row = telemetry.parse_smi_csv(read_fixture(*RECORDING))[-1][1]
+    row = recorded_samples(read_fixture(*RECORDING))[-1][1]
     nvml = FakeNvml(row)
     source = telemetry.NvmlSource(nvml)
     source.open()
@@ -190,7 +206,7 @@ def test_nvml_source_converts_units_and_tolerates_unsupported_calls():
 
 
 def test_sampler_with_nvml_source_samples_cpu_and_gpus_in_the_background():
-    row = telemetry.parse_smi_csv(read_fixture(*RECORDING))[-1][1]
+    row = recorded_samples(read_fixture(*RECORDING))[-1][1]
     source = telemetry.NvmlSource(FakeNvml(row))
     source.open()
     sampler = telemetry.Sampler(interval_s=0.02, gpu_source=source)
