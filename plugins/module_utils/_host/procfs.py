@@ -80,10 +80,10 @@ def meminfo_kib(text: Optional[str], key: str = "MemTotal") -> Optional[int]:
 
 def node_memtotal_kib(text: str, path: str) -> int:
     """MemTotal of a NUMA node's meminfo; ProbeError naming the file when it has none."""
-    match = re.search(r"MemTotal:\s+(\d+) kB", text)
-    if not match:
+    kib = meminfo_kib(text)
+    if kib is None:
         raise ProbeError("%s: no 'MemTotal: N kB' line" % path)
-    return int(match.group(1))
+    return kib
 
 
 # ---------------------------------------------------------------- mounts

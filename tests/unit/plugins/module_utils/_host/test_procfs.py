@@ -46,6 +46,8 @@ def test_meminfo_host_and_node():
     node = "Node 1 MemTotal:       1056822784 kB\nNode 1 MemFree:        1000000000 kB\nNode 1 Bogus: x kB\n"
     assert procfs.parse_meminfo(node) == {"MemTotal": 1056822784, "MemFree": 1000000000}
     assert procfs.node_memtotal_kib(node, "/sys/devices/system/node/node1/meminfo") == 1056822784
+    recorded = read_fixture("hosts", HOST, "sys/devices/system/node/node0/meminfo")  # one parser for both files
+    assert procfs.node_memtotal_kib(recorded, "node0/meminfo") == procfs.parse_meminfo(recorded)["MemTotal"] == 5859532
     with pytest.raises(ProbeError, match=r"node1/meminfo: no 'MemTotal: N kB' line"):
         procfs.node_memtotal_kib("Node 1 MemFree: 5 kB\n", "/sys/devices/system/node/node1/meminfo")
 
