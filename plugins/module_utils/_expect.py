@@ -44,8 +44,8 @@ class Key(NamedTuple):
     shape: Optional[Callable[[Any], Optional[str]]] = None
 
 
-# xid_policy (checks/gpu.py gpu.xid_errors): code -> {severity, count, window_hours}. The severities are the XID
-# table's (checks/xid_table.py, which checks they agree).
+# xid_policy (checks/xid.py gpu.xid_errors): code -> {severity, count, window_hours}. The severities are the XID
+# table's (_host/gpus/xid_table.py, which checks they agree).
 XID_SEVERITIES = ("critical", WARNING, "info")
 XID_POLICY_FIELDS = ("severity", "count", "window_hours")
 
@@ -84,7 +84,7 @@ def _xid_policy_shape(policy: Mapping[str, Any]) -> Optional[str]:
 
 # The table, grouped by the feature and check family that reads each key.
 KEYS: tuple[Key, ...] = (
-    # doctor: GPUs and driver (checks/gpu.py)
+    # doctor: GPUs and driver (checks/driver.py, configuration.py, health.py, xid.py, performance.py, fabric.py)
     Key("gpu_count", "int", None, "number of GPUs nvidia-smi must see", DOCTOR),
     Key("gpu_model", "str", None, "text every GPU's product name must contain (case-insensitive), e.g. A100", DOCTOR),
     Key("driver_min", "str", None, "lowest accepted NVIDIA driver version, e.g. 535.104.05", DOCTOR),

@@ -8,6 +8,13 @@ import sys
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE, PROBE_ROOTS
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Check
+
+
+def source(chk: Check) -> str:
+    """The file that defines a check, linked from docs/: the id's file in one hop."""
+    path = "plugins/module_utils/%s.py" % chk.func.__module__.split(".module_utils.", 1)[1].replace(".", "/")
+    return "[`%s`](../%s)" % (path.rsplit("/", 1)[1], path)
 
 
 def render() -> str:
@@ -34,11 +41,12 @@ def render() -> str:
         "one nvidia-smi call, no GPU load), `standard` (the default: adds the kernel log, NVML, PyTorch...), `deep`",
         "(adds active checks that load the GPUs). A check's level is the highest level of the probes it reads.",
         "",
-        "| id | title | level | reads |",
-        "| --- | --- | --- | --- |",
+        "| id | title | level | reads | source |",
+        "| --- | --- | --- | --- | --- |",
     ]
     for chk in CATALOGUE:
-        lines.append("| [`%s`](#%s) | %s | %s | %s |" % (chk.id, chk.id.replace(".", ""), chk.title, chk.level, ", ".join(chk.probes)))
+        lines.append("| [`%s`](#%s) | %s | %s | %s | %s |" % (chk.id, chk.id.replace(".", ""), chk.title, chk.level, ", ".join(chk.probes),
+                                                              source(chk)))
     for chk in CATALOGUE:
         lines += ["", "## %s" % chk.id, "", "**%s** — level `%s`; reads: %s." % (
             chk.title, chk.level, ", ".join("`%s`" % p for p in chk.probes) or "nothing"), ""]

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import xid_table
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import xid_table
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL
 

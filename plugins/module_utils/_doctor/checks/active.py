@@ -23,7 +23,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.reg
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.levels import DEEP
 from ansible_collections.continuum.hydra.plugins.module_utils._host import idle
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import skus
-from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_name, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_OK, SKIP, WARN, worst
 
 MATMUL_MIN_FRACTION = _expect.key("matmul_min_fraction")
@@ -53,10 +53,6 @@ def _gpus(probes: Probes) -> list[dict[str, Any]]:
 
 def _not_run(probes: Probes) -> list[str]:
     return list((probes[GPU_PROBE]["data"] or {}).get("not_run") or [])
-
-
-def _label(gpu: Mapping[str, Any]) -> str:
-    return "GPU %s (%s)" % (gpu.get("index"), gpu.get("uuid") or gpu.get("pci_bus_id") or gpu.get("name"))
 
 
 def _figure(value: Any) -> Optional[float]:
@@ -103,7 +99,7 @@ def _unmeasured(probes: Probes) -> list[tuple[str, str]]:
     if not missing:
         return []
     return [(ERROR, "%s: listed by nvidia-smi, not measured by the worker (torch saw %d of %d GPUs; "
-                    "CUDA_VISIBLE_DEVICES or a GPU lost to CUDA)" % (_label(gpu), len(measured), len(listed)))
+                    "CUDA_VISIBLE_DEVICES or a GPU lost to CUDA)" % (gpu_name(gpu), len(measured), len(listed)))
             for gpu in missing]
 
 
@@ -263,27 +259,27 @@ def matmul_consistency(probes: Probes, expect: Expect) -> Finding:
                    fp32_tflops=gpu.get("fp32_tflops"))
         rows.append(row)
         if gpu.get("error"):
-            problems.append((FAIL, "%s: %s" % (_label(gpu), gpu["error"])))
+            problems.append((FAIL, "%s: %s" % (gpu_name(gpu), gpu["error"])))
             continue
         consistency = gpu.get("consistency")
         error = _failed_step(consistency)
         if error:
-            problems.append((FAIL, "%s: the seeded matmul failed: %s" % (_label(gpu), error)))
+            problems.append((FAIL, "%s: the seeded matmul failed: %s" % (gpu_name(gpu), error)))
         elif isinstance(consistency, Mapping):
             for precision, tolerance in TOLERANCE.items():
                 result = consistency.get(precision)
                 error_value = result.get("max_rel_error") if isinstance(result, Mapping) else None
                 if _not_a_figure(error_value):
                     # NaN or inf in the product (or its error): the GPU computed garbage.
-                    problems.append((FAIL, "%s: %s product off the CPU reference by %s (not finite)" % (_label(gpu), precision, error_value)))
+                    problems.append((FAIL, "%s: %s product off the CPU reference by %s (not finite)" % (gpu_name(gpu), precision, error_value)))
                 elif (_figure(error_value) or 0.0) > tolerance:
                     problems.append((FAIL, "%s: %s product off the CPU reference by %.2g (tolerance %g)"
-                                     % (_label(gpu), precision, _figure(error_value) or 0.0, tolerance)))
+                                     % (gpu_name(gpu), precision, _figure(error_value) or 0.0, tolerance)))
         tflops = gpu.get("bf16_tflops")
         if _failed_step(tflops):
-            problems.append((FAIL, "%s: bf16 matmul failed: %s" % (_label(gpu), _failed_step(tflops))))
+            problems.append((FAIL, "%s: bf16 matmul failed: %s" % (gpu_name(gpu), _failed_step(tflops))))
         elif _not_a_figure(tflops):
-            problems.append((ERROR, "%s: bf16 matmul measured %s TFLOP/s, not a figure" % (_label(gpu), tflops)))
+            problems.append((ERROR, "%s: bf16 matmul measured %s TFLOP/s, not a figure" % (gpu_name(gpu), tflops)))
         elif _figure(tflops) is not None:
             measured = _figure(tflops) or 0.0
             sku_figure, sku_source = _sku_matmul(gpu)
@@ -291,16 +287,16 @@ def matmul_consistency(probes: Probes, expect: Expect) -> Finding:
             row.update(expected_bf16_tflops=expected, expected_source=source, min_fraction=fraction)
             if expected and measured < fraction * expected:
                 problems.append((FAIL, "%s: bf16 matmul %.1f TFLOP/s, below %g x %.1f expected (%s)"
-                                 % (_label(gpu), measured, fraction, expected, source)))
+                                 % (gpu_name(gpu), measured, fraction, expected, source)))
     problems += _unmeasured(probes)
     for precision in TOLERANCE:
         for outlier, majority in _bitwise_outliers(gpus, precision):
             if majority:
                 problems.append((FAIL, "%s: %s result differs bitwise from the other %s GPUs"
-                                 % (_label(outlier), precision, outlier.get("name"))))
+                                 % (gpu_name(outlier), precision, outlier.get("name"))))
             else:
                 problems.append((WARN, "%s: %s result differs bitwise from another %s with no majority to tell which is right"
-                                 % (_label(outlier), precision, outlier.get("name"))))
+                                 % (gpu_name(outlier), precision, outlier.get("name"))))
     details = {"gpus": rows, "tolerance": TOLERANCE, "seed": (probes[GPU_PROBE]["data"] or {}).get("seed"),
                "check_n": (probes[GPU_PROBE]["data"] or {}).get("check_n"), "steps": (probes[GPU_PROBE]["data"] or {}).get("steps")}
     if late is not None and not any(status in (FAIL, ERROR) for status, _message in problems):
@@ -336,10 +332,10 @@ def memory_bandwidth(probes: Probes, expect: Expect) -> Finding:
         rows.append(row)
         error = gpu.get("error") or _failed_step(value)
         if error:
-            problems.append((FAIL, "%s: device copy failed: %s" % (_label(gpu), error)))
+            problems.append((FAIL, "%s: device copy failed: %s" % (gpu_name(gpu), error)))
             continue
         if _not_a_figure(value):
-            problems.append((ERROR, "%s: device memory measured %s GB/s, not a figure" % (_label(gpu), value)))
+            problems.append((ERROR, "%s: device memory measured %s GB/s, not a figure" % (gpu_name(gpu), value)))
             continue
         measured = _figure(value)
         if measured is None:
@@ -351,7 +347,7 @@ def memory_bandwidth(probes: Probes, expect: Expect) -> Finding:
             unjudged += 1
         elif measured < fraction * expected:
             problems.append((FAIL, "%s: device memory %.0f GB/s, below %g x %.0f GB/s expected (%s)"
-                             % (_label(gpu), measured, fraction, expected, source)))
+                             % (gpu_name(gpu), measured, fraction, expected, source)))
     problems += _unmeasured(probes)
     late = _deadline_note(probes, "device copy")
     if late is not None and not problems:
@@ -393,7 +389,7 @@ def pcie_under_load(probes: Probes, expect: Expect) -> Finding:
         rows.append(row)
         error = gpu.get("error") or _failed_step(pcie)
         if error:
-            problems.append((FAIL, "%s: pinned copies failed: %s" % (_label(gpu), error)))
+            problems.append((FAIL, "%s: pinned copies failed: %s" % (gpu_name(gpu), error)))
             continue
         if not isinstance(pcie, Mapping):
             continue
@@ -402,23 +398,23 @@ def pcie_under_load(probes: Probes, expect: Expect) -> Finding:
         width_expected = want_width or link.get("width_max")
         row.update(expected_gen=gen_expected, expected_width=width_expected)
         if not link.get("samples") or link.get("width_min") is None or link.get("gen_min") is None:
-            problems.append((WARN, "%s: PCIe link not readable under load (sysfs of %s)" % (_label(gpu), gpu.get("pci_bus_id"))))
+            problems.append((WARN, "%s: PCIe link not readable under load (sysfs of %s)" % (gpu_name(gpu), gpu.get("pci_bus_id"))))
         else:
             if width_expected and link["width_min"] < width_expected:
                 problems.append((FAIL, "%s: PCIe link x%d of x%d under load%s" % (
-                    _label(gpu), link["width_min"], width_expected, "" if want_width else " (set pcie_width: 8 for a x8 slot)")))
+                    gpu_name(gpu), link["width_min"], width_expected, "" if want_width else " (set pcie_width: 8 for a x8 slot)")))
             if gen_expected and link["gen_min"] < gen_expected:
-                problems.append((FAIL, "%s: PCIe link Gen%d of Gen%d under load" % (_label(gpu), link["gen_min"], gen_expected)))
+                problems.append((FAIL, "%s: PCIe link Gen%d of Gen%d under load" % (gpu_name(gpu), link["gen_min"], gen_expected)))
         rate = skus.link_rate_gbps(gen_expected, width_expected)
         copies = [float(pcie[key]) for key in ("h2d_gbps", "d2h_gbps") if _figure(pcie.get(key)) is not None]
         row["link_rate_gbps"] = rate
         broken = [key for key in ("h2d_gbps", "d2h_gbps") if _not_a_figure(pcie.get(key))]
         if broken:
             problems.append((ERROR, "%s: pinned copies measured %s, not a figure" % (
-                _label(gpu), ", ".join("%s %s" % (key, pcie[key]) for key in broken))))
+                gpu_name(gpu), ", ".join("%s %s" % (key, pcie[key]) for key in broken))))
         if rate and copies and min(copies) < fraction * rate:
             problems.append((FAIL, "%s: pinned copies %.1f GB/s (slower direction), below %g x %.1f GB/s of Gen%s x%s"
-                             % (_label(gpu), min(copies), fraction, rate, gen_expected, width_expected)))
+                             % (gpu_name(gpu), min(copies), fraction, rate, gen_expected, width_expected)))
     problems += _unmeasured(probes)
     late = _deadline_note(probes, "pcie")
     if late is not None and not problems:

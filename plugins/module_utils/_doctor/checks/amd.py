@@ -3,8 +3,8 @@
 
 """AMD-only GPU checks: pure functions of the amd_smi and amdgpu_log probes.
 
-The checks AMD and NVIDIA GPUs share (gpu.count, gpu.model, gpu.temperature, ...) live in gpu.py and read either
-vendor's records; these are the ones without an NVIDIA counterpart: whether amd-smi works (the amd_smi probe's
+The checks AMD and NVIDIA GPUs share (gpu.count, gpu.model, gpu.temperature, ...) live in driver.py, health.py and
+performance.py and read either vendor's records; these are the ones without an NVIDIA counterpart: whether amd-smi works (the amd_smi probe's
 root check), XGMI errors, partition modes, and the amdgpu kernel-log grading (beside gpu.xid_errors).
 
 Note that this module util is **PRIVATE** to the collection. It can have
@@ -16,6 +16,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import events
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.per_gpu import verdict
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import PARTITION_DEVICES
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
@@ -48,7 +49,7 @@ def _amd(probes: Probes) -> dict[str, Any]:
     return probes["amd_smi"]["data"] or {}
 
 
-# ---------------------------------------------------------------- AMD branches of the shared checks (gpu.py)
+# ---------------------------------------------------------------- AMD branches of the shared checks (driver.py, health.py, performance.py)
 
 # Share of the bad-page threshold from which retired pages WARN (plan the RMA before the GPU stops initialising).
 BAD_PAGE_WARN_SHARE = 0.8
@@ -222,9 +223,9 @@ def xgmi(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "%s correctable XGMI_WAFL errors" % judged["correctable"]))
         else:
             results.append((PASS, detail, "no XGMI error"))
-    return _verdict(results, "no XGMI error on %d GPU(s)" % len(results),
-                    "Drain the node and reset the GPUs (`amd-smi reset -G`); if errors return on the same link, have "
-                    "the baseboard or GPU serviced.", "no GPU reports XGMI error counts")
+    return verdict(results, "no XGMI error on %d GPU(s)" % len(results),
+                   "Drain the node and reset the GPUs (`amd-smi reset -G`); if errors return on the same link, have "
+                   "the baseboard or GPU serviced.", skip_message="no GPU reports XGMI error counts")
 
 
 @check("gpu.partition", "AMD partition modes", requires=("amd_smi",))
@@ -259,25 +260,10 @@ def partition(probes: Probes, expect: Expect) -> Finding:
     if not (want_compute or want_memory) and len(modes) > 1:
         results = [(WARN, r[1], "modes differ between the GPUs of this host") for r in results]
     summary = ", ".join("%s/%s" % mode for mode in sorted(modes, key=str))
-    return _verdict(results, "partition modes %s on %d GPU(s)%s" % (summary, len(results), "" if (
+    return verdict(results, "partition modes %s on %d GPU(s)%s" % (summary, len(results), "" if (
         want_compute or want_memory) else " (no amd_compute_partition/amd_memory_partition expected)"),
         "Set the mode with `amd-smi set -C <SPX|DPX|QPX|CPX>` / `amd-smi set -M <NPS1|NPS4>` on idle GPUs, or fix "
-        "hydra_expect.", "no GPU reports a partition mode (only MI300-class GPUs have them)")
-
-
-def _verdict(results: list, pass_message: str, remediation: str, skip_message: str) -> Finding:
-    if not results:
-        return finding(SKIP, "nothing readable: %s" % skip_message)
-    bad = [r for r in results if r[0] in (WARN, FAIL, ERROR)]
-    if not bad:
-        return finding(PASS, pass_message, {"gpus": [r[1] for r in results]})
-    status = worst(r[0] for r in bad)
-    top = [r for r in bad if r[0] == status]
-    for result_status, detail, phrase in bad:
-        detail.update(status=result_status, problem=phrase)
-    named = "; ".join("%s: %s" % (gpu_name(r[1]), r[2]) for r in top[:3])
-    return finding(status, named + (" (and %d more)" % (len(top) - 3) if len(top) > 3 else ""),
-                   {"gpus": [r[1] for r in bad]}, remediation=remediation)
+        "hydra_expect.", skip_message="no GPU reports a partition mode (only MI300-class GPUs have them)")
 
 
 @check("gpu.amdgpu_errors", "amdgpu errors in the kernel log", requires=("amdgpu_log",), uses=("amd_smi",))

@@ -13,20 +13,26 @@ breaking changes at any time. Do not use it from other collections or roles.
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import (
     active,
     amd,
+    configuration,
     dcgm,
-    gpu,
+    driver,
+    fabric,
+    health,
     healthcheck,
     interconnect,
+    performance,
     registry,
     rvs,
     stack,
     system,
     tenant,
     topology,
+    xid,
 )
 
 # The published order of the catalogue (docs/checks.md, results): the software stack, then GPUs, then the system.
-CATALOGUE = [chk for module in (stack, gpu, amd, topology, dcgm, rvs, active, system, interconnect, healthcheck, tenant)
+CATALOGUE = [chk for module in (stack, driver, configuration, health, xid, performance, fabric, amd, topology, dcgm, rvs, active, system,
+                                interconnect, healthcheck, tenant)
              for chk in registry.registered() if chk.func.__module__ == module.__name__]
 
 # Root causes: probe name -> the check that exists to report that probe's failure (its root check). When the probe

@@ -44,7 +44,7 @@ _CAUSED_BY = re.compile(r"caused by previous Xid (\d+)", re.IGNORECASE)
 # (dmesg -x puts the facility and level first: "kern  :err   : 2025-01-25T10:34:54,859532+00:00 ...")
 _ISO = re.compile(r"\s*(?:[a-z]+\s*:[a-z]+\s*:\s*)?(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?(Z|[+-]\d\d:?\d\d)?")
 
-# GPU loss or reset-required without an Xid line; the kinds are graded in checks/xid_table.py (LOSS_CATALOG).
+# GPU loss or reset-required without an Xid line; the kinds are graded in _host/gpus/xid_table.py (LOSS_CATALOG).
 _FALLEN = re.compile(r"NVRM: GPU (?:at )?(%s):? (?:GPU )?has fallen off the bus" % _ADDRESS)
 _FALLEN_HEAD = re.compile(r"NVRM: The NVIDIA GPU (%s)\s*$" % _ADDRESS)
 _FALLEN_TAIL = re.compile(r"NVRM: fallen off the bus")

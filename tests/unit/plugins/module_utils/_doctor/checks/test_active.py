@@ -82,7 +82,7 @@ def test_the_gpu_whose_bits_differ_from_its_peers_is_named():
     data["gpus"][5]["consistency"]["bf16"]["checksum"] = "ffff0000"
     result = judge("gpu.matmul_consistency", data)
     assert result["status"] == "FAIL"
-    assert result["message"] == "GPU 5 (GPU-00000005-0000-0000-0000-000000000000): bf16 result differs bitwise from the other %s GPUs" % H100
+    assert result["message"] == "GPU 5 0000:1d:00.0 GPU-00000005-0000-0000-0000-000000000000: bf16 result differs bitwise from the other %s GPUs" % H100
     assert "dcgmi diag" in result["remediation"]
 
 
@@ -113,7 +113,7 @@ def test_a_slow_gpu_below_the_fraction_of_the_sku_figure_fails():
     data["gpus"][3]["bf16_tflops"] = 512.0  # 0.64 of the 794.5 measured: below 0.75
     result = judge("gpu.matmul_consistency", data)
     assert result["status"] == "FAIL"
-    assert result["message"].startswith("GPU 3 (GPU-00000003-0000-0000-0000-000000000000): bf16 matmul 512.0 TFLOP/s, below 0.75 x 794.5")
+    assert result["message"].startswith("GPU 3 0000:1b:00.0 GPU-00000003-0000-0000-0000-000000000000: bf16 matmul 512.0 TFLOP/s, below 0.75 x 794.5")
     assert judge("gpu.matmul_consistency", data, expect={"matmul_min_fraction": 0.6})["status"] == "PASS"
 
 
@@ -165,7 +165,7 @@ def test_x8_of_x16_under_load_fails_unless_the_inventory_says_8():
     data["gpus"][1]["pcie"].update(h2d_gbps=27.4, d2h_gbps=26.9)
     result = judge("gpu.pcie_under_load", data)
     assert result["status"] == "FAIL"
-    assert "GPU 1 (GPU-00000001-0000-0000-0000-000000000000): PCIe link x8 of x16 under load (set pcie_width: 8 for a x8 slot)" in result["message"]
+    assert "GPU 1 0000:19:00.0 GPU-00000001-0000-0000-0000-000000000000: PCIe link x8 of x16 under load (set pcie_width: 8 for a x8 slot)" in result["message"]
     # Told the slot is x8: the width is right, and the copies are judged against x8's 31.5 GB/s.
     assert judge("gpu.pcie_under_load", data, expect={"pcie_width": 8})["status"] == "PASS"
 
@@ -309,7 +309,7 @@ def test_a_gpu_nvidia_smi_lists_but_the_worker_left_out_is_never_a_pass(check_id
     del data["gpus"][5]  # torch saw 7 of the 8 GPUs
     result = judge(check_id, data, smi=_smi(8))
     assert result["status"] == "ERROR", result["message"]
-    assert "GPU 5 (GPU-00000005-0000-0000-0000-000000000000): listed by nvidia-smi, not measured by the worker" in result["message"]
+    assert "GPU 5 00000000:1D:00.0 GPU-00000005-0000-0000-0000-000000000000: listed by nvidia-smi, not measured by the worker" in result["message"]
     assert "torch saw 7 of 8 GPUs" in result["message"]
 
 
@@ -319,4 +319,4 @@ def test_a_gpu_left_out_is_found_by_count_when_the_worker_names_no_uuid_or_bus()
         gpu.update(uuid=None, pci_bus_id=None)
     assert judge("gpu.memory_bandwidth", data, smi=_smi(2))["status"] == "PASS"
     result = judge("gpu.memory_bandwidth", data, smi=_smi(3))
-    assert result["status"] == "ERROR" and "GPU 2 (GPU-00000002" in result["message"]
+    assert result["status"] == "ERROR" and "GPU 2 00000000:1A:00.0 GPU-00000002" in result["message"]

@@ -8,15 +8,13 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import gpu as gpu_checks
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.per_gpu import GPU_PROBES
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import NvidiaSmiParseError, parse_nvidia_smi
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
+from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, RECORDINGS
 
-RECORDINGS = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
-              "rtx-4000-sff-ada-v13.xml", "tesla-t4.xml")
-SMI_CHECKS = [c for c in CATALOGUE if c.func.__module__ == gpu_checks.__name__ and c.probes in (("nvidia_smi",), gpu_checks.GPU_PROBES)]
+SMI_CHECKS = [c for c in GPU_CHECKS if c.probes in (("nvidia_smi",), GPU_PROBES)]
 CASES = 300
 JUNK = ("Unknown Error", "[Unknown Error]", "GPU is lost", "[GPU requires reset]", "Insufficient Permissions", "ERR!",
         "[Not Found]", "N/A", "[N/A]", "Not Supported", "", "   ", "inf", "-inf", "nan", "NaN W", "1e999", "-1e999",

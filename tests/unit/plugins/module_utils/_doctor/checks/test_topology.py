@@ -6,6 +6,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.topology import parse_rocm_showtopo, parse_topology
 from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_ABSENT, READ_OK, SKIP, WARN
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
+from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS
 
 CHECK = [c for c in catalogue.CATALOGUE if c.id == "gpu.topology"][0]
 DGX_A100 = "oyanghd-8x-a100-sxm4-40gb-epyc7742-nps4-10nic.txt"
@@ -120,7 +121,8 @@ def test_single_gpu_without_nic_skips_and_with_nics_is_judged():
 def test_the_check_sits_after_the_gpu_checks_and_reads_the_topology_probe():
     modules = [c.func.__module__.rsplit(".", 1)[1] for c in catalogue.CATALOGUE]
     position = modules.index("topology")
-    assert "gpu" in modules[:position] and "gpu" not in modules[position:] and "system" not in modules[:position]
+    gpu_modules = set(c.func.__module__.rsplit(".", 1)[1] for c in GPU_CHECKS)
+    assert gpu_modules <= set(modules[:position]) and not gpu_modules & set(modules[position:]) and "system" not in modules[:position]
     assert CHECK.probes == ("topology", "nvidia_smi") and "Remediation" in CHECK.rule
 
 

@@ -3,24 +3,23 @@ range, planted by editing copies of the recorded nvidia-smi output (tests/fixtur
 
 import functools
 import json
+import sys
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import run as _doctor
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import gpu as gpu_checks
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import registry
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.per_gpu import GPU_PROBES
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import catalogue as probe_catalogue
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.tests.support.envelopes import ok
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
+from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, RECORDINGS
 
-RECORDINGS = ("a100-sxm4-v12.xml", "a10g.xml", "quadro-p2000-v12.xml", "rtx-3060-v12.xml", "rtx-3080-v13.xml",
-              "rtx-4000-sff-ada-v13.xml", "tesla-t4.xml")
 # Checks judging only nvidia-smi's per-GPU values (the ones this file plants faults for).
-VALUE_CHECKS = [c for c in CATALOGUE if c.func.__module__ == gpu_checks.__name__ and c.probes in (("nvidia_smi",), gpu_checks.GPU_PROBES)
+VALUE_CHECKS = [c for c in GPU_CHECKS if c.probes in (("nvidia_smi",), GPU_PROBES)
                 and c.id.startswith("gpu.")]
 # Spellings as nvidia-smi prints them (sources in tests/fixtures/nvidia-smi/README.md).
 ERROR_STRINGS = ("Unknown Error", "[Unknown Error]", "ERR!", "Insufficient Permissions", "[Not Found]")
@@ -84,9 +83,10 @@ def readers_of(field):
 
 
 def test_the_tests_know_what_each_check_reads():
+    modules = dict((c.id, sys.modules[c.func.__module__]) for c in VALUE_CHECKS)
     for cid in READS:
         constant = "_READS_" + cid.split(".", 1)[1].upper()
-        assert tuple(getattr(gpu_checks, constant)) == READS[cid], cid
+        assert tuple(getattr(modules[cid], constant)) == READS[cid], cid
     assert set(READS) == set(c.id for c in VALUE_CHECKS) - {"gpu.model"}
 
 
@@ -138,7 +138,7 @@ def test_lost_gpu_is_fail_in_a_multi_gpu_host_and_names_only_that_gpu():
         record = records[cid]
         assert record["status"] == "FAIL", (cid, record["message"])
         assert [g["index"] for g in record["details"]["gpus"]] == [1], cid
-        assert "GPU 1 (00000000:02:00.0)" in record["message"]
+        assert "GPU 1 00000000:02:00.0 GPU-deadbeef-0000-0000-0000-000000000001:" in record["message"]
 
 
 @pytest.mark.parametrize("name", RECORDINGS)
@@ -246,7 +246,7 @@ def test_a_hex_negative_or_2_to_the_64_reading_is_error_never_pass(element, chec
         root.find("gpu").iter(element).__next__().text = value
     record = judge_all(planted("rtx-3080-v13.xml", edit))[check_id]
     assert record["status"] == "ERROR", record["message"]
-    assert record["message"].startswith("GPU 0 (00000000:0C:00.0): ")
+    assert record["message"].startswith("GPU 0 00000000:0C:00.0 GPU-19d6d965-2acc-f646-00f8-4c76979aabb4: ")
     assert ("unreadable (%r)" % value if value in ("0x10", "2^64", "1.5.3") else "value out of range") in record["message"]
 
 
