@@ -71,19 +71,19 @@ from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, HOST_VERDICTS, UNREACHABLE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import (
+from ansible_collections.continuum.hydra.plugins.module_utils._status import (
     ALL_HOST_STATUSES,
+    ERRORED,
+    HOST_VERDICTS,
     MISSING,
     TASK_FAILED,
     UNCHECKED,
-    FleetCollector,
-    reported_checks,
+    UNKNOWN,
+    UNREACHABLE,
 )
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector, reported_checks
 
 FLEET_REPORT_KIND = "continuum.hydra.fleet_report"
-# A host doctor never judged (profiled only, or not in the report): nothing to drain or resume it on.
-UNKNOWN = "unknown"
 
 
 def _outcome(status: str, message: str, failing: Iterable[str] = (), warning: Iterable[str] = (),

@@ -1,10 +1,11 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""The one status vocabulary: check statuses in severity order, and host verdicts.
+"""The one status vocabulary: check statuses in severity order, host verdicts and statuses, and every other outcome
+word (what reading produced, a benchmark, a workload run, a fabric rank and group, the gate's unknown).
 
 Statuses and verdicts stay plain strings on the wire (module JSON, Jinja, YAML, reports); what they mean and how
-they order lives here and nowhere else.
+they order lives here and nowhere else (tests/unit/test_layout.py fails on a status word spelt out elsewhere).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -31,6 +32,19 @@ ERRORED = "error"
 FAILED = "failed"
 HOST_VERDICTS = (HEALTHY, WARNING, ERRORED, FAILED)
 UNREACHABLE = "unreachable"  # no verdict: Ansible could not reach the host
+
+# A host's status in the fleet report: its verdict, or one of these when doctor gave none.
+TASK_FAILED = "task_failed"  # doctor's task failed on the host: no verdict
+UNCHECKED = "unchecked"  # profiled or set up, but doctor did not run: nothing says whether the host is healthy
+MISSING = "missing"  # in the inventory of a merged run (playbooks/merge.yml) but in no slice's part: never checked
+HOST_STATUSES = HOST_VERDICTS + (UNREACHABLE, TASK_FAILED)
+OPTIONAL_STATUSES = (UNCHECKED, MISSING)  # in the totals only when some host has it, so doctor runs keep their totals
+ALL_HOST_STATUSES = HOST_STATUSES + OPTIONAL_STATUSES
+NOT_JUDGED = (UNREACHABLE, TASK_FAILED, MISSING)  # hosts doctor could not judge at all: no checks ran
+NOT_SCREENED = "not_screened"  # screening coverage: a try whose job never ran (node busy, drained); not screened
+# A host outcome with no doctor verdict to act on (profiled only, not in the report): the gate neither drains nor
+# resumes it.
+UNKNOWN = "unknown"
 
 # The verdict a host gets from its worst check.
 _VERDICT_OF_WORST = {PASS: HEALTHY, SKIP: HEALTHY, WARN: WARNING, ERROR: ERRORED, FAIL: FAILED}
@@ -84,3 +98,30 @@ def fails_task(verdict: str, fail_on: str) -> bool:
 READ_OK = "ok"
 READ_ABSENT = "absent"  # nothing there to read on this host: the checks that need it SKIP
 READ_FAILED = "error"  # there, but unreadable or timed out: the checks that need it ERROR, never PASS
+
+
+# A benchmark's outcome (profile): the "status" of its result; the profile's STATUS_OF maps it to a check status.
+BENCH_OK = "ok"
+BENCH_FALLBACK = "fallback"  # measured, but with a lower-fidelity method (labelled in "method")
+BENCH_SKIPPED = "skipped"
+BENCH_FAILED = "error"
+
+# A workload run's outcome: madengine's run statuses (not doctor's check statuses); TIMEOUT is hydra's, madengine
+# reports FAILURE.
+RUN_SUCCESS = "SUCCESS"
+RUN_FAILURE = "FAILURE"
+RUN_SKIPPED = "SKIPPED"
+RUN_TIMEOUT = "TIMEOUT"
+RUN_STATUSES = (RUN_SUCCESS, RUN_FAILURE, RUN_SKIPPED, RUN_TIMEOUT)
+
+# A fabric test rank's outcome (_fabric/rank.py), judged on the controller (_fleet/fabric.py).
+RANK_OK = "ok"
+RANK_NOT_JOINED = "not_joined"
+RANK_PEER_LOST = "peer_lost"
+RANK_BROKEN = "broken"
+
+# A fabric test group's verdict in a round (_fleet/fabric.py), drawn and named by _render/_fabric.py.
+GROUP_PASSED = "pass"
+GROUP_BELOW = "below"  # below its floor, or a rank's result was not exact
+GROUP_INCOMPLETE = "incomplete"  # a rank did not join, was lost or broke: no figure
+GROUP_UNJUDGED = "unjudged"  # a figure, but no floor to judge it by yet

@@ -22,10 +22,10 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.gpu import gpu_entry
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import OK, outcome
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import outcome
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.run import PROFILE_SCHEMA_VERSION
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.static import static_gpu
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, READ_ABSENT, READ_OK, SKIP, WARN, host_verdict
+from ansible_collections.continuum.hydra.plugins.module_utils._status import BENCH_OK, FAIL, PASS, READ_ABSENT, READ_OK, SKIP, WARN, host_verdict
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.profile_summary import profile_summary as _summarise
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector
@@ -124,7 +124,7 @@ def profile_result(smi_gpus, verdict=None):
     """A profile module result of a host whose GPU benchmark ran on every GPU, from profile's own record builders."""
     return {"schema_version": PROFILE_SCHEMA_VERSION,
             "static_profile": {"gpus": [static_gpu(g) for g in smi_gpus]},
-            "benchmarks": {"gpu_sustained": outcome(OK, "%d of %d GPUs measured" % (len(smi_gpus), len(smi_gpus)), method="torch",
+            "benchmarks": {"gpu_sustained": outcome(BENCH_OK, "%d of %d GPUs measured" % (len(smi_gpus), len(smi_gpus)), method="torch",
                                                     gpus=[gpu_entry({"index": g["index"], "name": g["name"]}) for g in smi_gpus])},
             "analysis": dict(verdict or DEFAULT_VERDICT), "remediation": {}}
 

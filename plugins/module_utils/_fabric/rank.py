@@ -44,12 +44,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._fabric import tor
 from ansible_collections.continuum.hydra.plugins.module_utils._host import idle as _idle
 from ansible_collections.continuum.hydra.plugins.module_utils._host import network
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker
-
-OK = "ok"
-NOT_JOINED = "not_joined"
-PEER_LOST = "peer_lost"
-BROKEN = "broken"
-OUTCOMES = (OK, NOT_JOINED, PEER_LOST, BROKEN)
+from ansible_collections.continuum.hydra.plugins.module_utils._status import RANK_BROKEN, RANK_NOT_JOINED, RANK_OK, RANK_PEER_LOST, READ_OK
 
 TCP = "tcp"
 GLOO = "gloo"
@@ -139,7 +134,7 @@ def capabilities(backend: str, torch_python: Optional[str], deadline: float) -> 
     except worker.WorkerError as exc:
         caps["torch_problem"] = str(exc)
         return caps
-    if answer.get("status") != "ok":
+    if answer.get("status") != READ_OK:
         caps["torch_problem"] = answer.get("reason") or "torch is not importable"
         return caps
     caps.update(torch_version=answer.get("torch_version"), gloo=bool(answer.get("gloo")), nccl=bool(answer.get("nccl")),
@@ -250,14 +245,14 @@ def run_tcp(options: Mapping[str, Any], rank: int, world: int, right: socket.soc
                            options["latency_iterations"])
     except _ring.RingFailed as exc:
         if abort.event.is_set():
-            return {"outcome": PEER_LOST, "reason": abort.reason}
+            return {"outcome": RANK_PEER_LOST, "reason": abort.reason}
         side_rank = (rank - 1) % world if exc.side == "left" else (rank + 1) % world
-        return {"outcome": PEER_LOST, "reason": "rank %d %s" % (side_rank, exc.reason), "suspect_rank": side_rank}
+        return {"outcome": RANK_PEER_LOST, "reason": "rank %d %s" % (side_rank, exc.reason), "suspect_rank": side_rank}
     except _ring.RunDeadline:
-        return {"outcome": BROKEN, "reason": "the run deadline (run_timeout=%gs) passed during the sweep" % options["run_timeout"]}
+        return {"outcome": RANK_BROKEN, "reason": "the run deadline (run_timeout=%gs) passed during the sweep" % options["run_timeout"]}
     finally:
         ring.close()
-    return {"outcome": OK, "rows": rows, "reducer": reducer_name}
+    return {"outcome": RANK_OK, "rows": rows, "reducer": reducer_name}
 
 
 class TorchRank:
@@ -318,21 +313,21 @@ class TorchRank:
         while self.proc.poll() is None:
             if abort.event.is_set():
                 self.kill()
-                return {"outcome": PEER_LOST, "reason": abort.reason}
+                return {"outcome": RANK_PEER_LOST, "reason": abort.reason}
             if time.monotonic() > deadline:
                 self.kill()
-                return {"outcome": BROKEN, "reason": "the run deadline passed during the torch sweep"}
+                return {"outcome": RANK_BROKEN, "reason": "the run deadline passed during the torch sweep"}
             time.sleep(0.05)
         self._reader.join(5)
         if self.proc.returncode != 0:
             if abort.event.is_set():
-                return {"outcome": PEER_LOST, "reason": abort.reason}
-            return {"outcome": BROKEN, "reason": "the torch rank %s" % self._last_error()}
+                return {"outcome": RANK_PEER_LOST, "reason": abort.reason}
+            return {"outcome": RANK_BROKEN, "reason": "the torch rank %s" % self._last_error()}
         try:
             answer = worker.parse_answer(0, "".join(self.lines), "", "the torch rank")
         except worker.WorkerError as exc:
-            return {"outcome": BROKEN, "reason": str(exc)}
-        return {"outcome": OK, "rows": answer.get("rows") or [], "torch_version": answer.get("torch_version"),
+            return {"outcome": RANK_BROKEN, "reason": str(exc)}
+        return {"outcome": RANK_OK, "rows": answer.get("rows") or [], "torch_version": answer.get("torch_version"),
                 "device": answer.get("device")}
 
 
@@ -399,7 +394,7 @@ class _Watch:
             elif message.get("t") == "report":
                 self.reports[rank] = dict(message)
             self.changed.notify_all()
-        if message.get("t") == "report" and message.get("outcome") != OK:
+        if message.get("t") == "report" and message.get("outcome") != RANK_OK:
             self.abort.set("rank %d: %s" % (rank, message.get("reason") or message.get("outcome")))
 
     def wait(self, done: Callable[[], bool], deadline: float) -> bool:
@@ -503,7 +498,7 @@ class Rank:
         except OSError as exc:
             if self.rank == 0:
                 _write_port_file(options["port_file"], "error=%s" % exc)
-            return self.finish(BROKEN, "%s (set fabric_address to this host's address on the fabric network)" % exc)
+            return self.finish(RANK_BROKEN, "%s (set fabric_address to this host's address on the fabric network)" % exc)
         try:
             if master_listener is not None:
                 _write_port_file(options["port_file"], "port=%d" % master_listener.getsockname()[1])
@@ -530,7 +525,7 @@ class Rank:
         if missing:
             verdict["missing"] = [{"rank": rank, "reason": "did not join within the join deadline (join_timeout=%gs)"
                                    % options["join_timeout"]} for rank in missing]
-            return self._conclude(channels, verdict, PEER_LOST, "%d rank%s did not join" % (len(missing), "" if len(missing) == 1 else "s"))
+            return self._conclude(channels, verdict, RANK_PEER_LOST, "%d rank%s did not join" % (len(missing), "" if len(missing) == 1 else "s"))
         peers = [{"rank": 0, "host": options["host"], "address": options["address"],
                   "ring_port": ring_listener.getsockname()[1]}]
         for rank in range(1, self.world):
@@ -542,7 +537,7 @@ class Rank:
         backend, why = agree(options["backend"], all_caps, {p["rank"]: p["host"] for p in peers})
         verdict.update(backend=backend, backend_reason=why, members=[p["host"] for p in peers])
         if backend is None:
-            return self._conclude(channels, verdict, BROKEN, why)
+            return self._conclude(channels, verdict, RANK_BROKEN, why)
         label = RCCL if backend == NCCL and caps.get("accelerator") == "rocm" else backend
         verdict["backend"] = label
         self.result["backend"] = label
@@ -555,7 +550,7 @@ class Rank:
             except worker.WorkerError as exc:
                 if torch_rank is not None:
                     torch_rank.kill()
-                return self._conclude(channels, verdict, BROKEN, str(exc))
+                return self._conclude(channels, verdict, RANK_BROKEN, str(exc))
         for rank, channel in channels.items():
             try:
                 channel.send(start)
@@ -564,7 +559,7 @@ class Rank:
         if verdict["lost"]:
             if torch_rank is not None:
                 torch_rank.kill()
-            return self._conclude(channels, verdict, PEER_LOST, "a rank left before the start")
+            return self._conclude(channels, verdict, RANK_PEER_LOST, "a rank left before the start")
         watch = _Watch(channels, self.abort)
         try:
             own = self._master_run(watch, channels, backend, torch_rank, ring_listener, peers)
@@ -584,7 +579,7 @@ class Rank:
                 self.abort.set("rank%s %s did not connect its ring within the join deadline"
                                % ("s" if len(not_ready) > 1 else "", ", ".join(str(r) for r in not_ready)))
             if self.abort.event.is_set():
-                return {"outcome": PEER_LOST, "reason": self.abort.reason}
+                return {"outcome": RANK_PEER_LOST, "reason": self.abort.reason}
             for channel in channels.values():
                 try:
                     channel.send({"t": "go"})
@@ -593,14 +588,14 @@ class Rank:
             if backend == TCP:
                 right, left = sockets
                 if right is None or left is None:
-                    return {"outcome": BROKEN, "reason": "no ring connections"}
+                    return {"outcome": RANK_BROKEN, "reason": "no ring connections"}
                 return run_tcp(options, 0, self.world, right, left, self.abort, self.run_deadline)
             if torch_rank is None:
-                return {"outcome": BROKEN, "reason": "no torch rank"}
+                return {"outcome": RANK_BROKEN, "reason": "no torch rank"}
             return torch_rank.wait(self.run_deadline, self.abort)
         except (wire.PeerSilent, wire.PeerClosed, wire.ProtocolError) as exc:
             self.abort.set("rank 0 could not connect its ring: %s" % exc)
-            return {"outcome": PEER_LOST, "reason": str(exc)}
+            return {"outcome": RANK_PEER_LOST, "reason": str(exc)}
         finally:
             if torch_rank is not None and torch_rank.proc.poll() is None:
                 torch_rank.kill()
@@ -610,7 +605,7 @@ class Rank:
     def _judge(self, watch: _Watch, channels: Mapping[int, wire.Channel], verdict: dict[str, Any],
                own: Mapping[str, Any]) -> dict[str, Any]:
         """Wait for every report (a grace once one rank failed), name who was lost, and send the verdict."""
-        if own.get("outcome") != OK:
+        if own.get("outcome") != RANK_OK:
             self.abort.set("rank 0: %s" % own.get("reason"))
         self._broadcast_abort_if_set(channels)
         everyone = set(channels)
@@ -637,8 +632,8 @@ class Rank:
         if own.get("suspect_rank") is not None:
             suspects.insert(0, {"rank": 0, "suspect_rank": own["suspect_rank"], "reason": own.get("reason")})
         verdict["reports"] = suspects
-        failed = {rank: rep for rank, rep in reports.items() if rep.get("outcome") != OK}
-        if own.get("outcome") == OK and not failed and not lost:
+        failed = {rank: rep for rank, rep in reports.items() if rep.get("outcome") != RANK_OK}
+        if own.get("outcome") == RANK_OK and not failed and not lost:
             rows = {0: own["rows"]}
             rows.update({rank: rep.get("rows") or [] for rank, rep in reports.items()})
             if all(len(r) == len(own["rows"]) for r in rows.values()):
@@ -647,14 +642,14 @@ class Rank:
                 verdict["reducers"] = sorted({str(rep.get("reducer")) for rep in reports.values()} | {str(own.get("reducer"))})
                 self.result["rows"] = own["rows"]
                 known = {key: own[key] for key in ("reducer", "torch_version", "device") if own.get(key) is not None}
-                return self._conclude(channels, verdict, OK, None, **known)
+                return self._conclude(channels, verdict, RANK_OK, None, **known)
             verdict["broken"] = [{"rank": 0, "reason": "ranks returned different numbers of sizes"}]
-            return self._conclude(channels, verdict, BROKEN, "ranks returned different numbers of sizes")
+            return self._conclude(channels, verdict, RANK_BROKEN, "ranks returned different numbers of sizes")
         verdict["broken"] = [{"rank": rank, "reason": rep.get("reason")} for rank, rep in sorted(failed.items())
-                             if rep.get("outcome") == BROKEN]
-        if own.get("outcome") == BROKEN:
+                             if rep.get("outcome") == RANK_BROKEN]
+        if own.get("outcome") == RANK_BROKEN:
             verdict["broken"].insert(0, {"rank": 0, "reason": own.get("reason")})
-        outcome = str(own.get("outcome")) if own.get("outcome") != OK else PEER_LOST
+        outcome = str(own.get("outcome")) if own.get("outcome") != RANK_OK else RANK_PEER_LOST
         return self._conclude(channels, verdict, outcome, own.get("reason") or (self.abort.reason or "the group did not finish"))
 
     def _broadcast_abort_if_set(self, channels: Mapping[int, wire.Channel]) -> None:
@@ -692,7 +687,7 @@ class Rank:
             wire.answer(channel, options["token"], options["run_id"], "join", self.rank, self.join_deadline, extra={
                 "host": options["host"], "address": options["address"], "ring_port": ring_listener.getsockname()[1], "caps": caps})
         except (wire.PeerSilent, wire.PeerClosed, wire.ProtocolError) as exc:
-            return self.finish(NOT_JOINED, "could not join %s: %s" % (master, exc))
+            return self.finish(RANK_NOT_JOINED, "could not join %s: %s" % (master, exc))
         try:
             return self._member_run(channel, ring_listener)
         finally:
@@ -703,13 +698,13 @@ class Rank:
         try:
             start = channel.recv(self.join_deadline)
         except (wire.PeerSilent, wire.PeerClosed, wire.ProtocolError) as exc:
-            return self.finish(PEER_LOST, "rank 0 sent no start: %s" % exc)
+            return self.finish(RANK_PEER_LOST, "rank 0 sent no start: %s" % exc)
         if start.get("t") == "verdict":
             self.result["verdict"] = start.get("verdict")
-            return self.finish(PEER_LOST if (start.get("verdict") or {}).get("missing") else BROKEN,
+            return self.finish(RANK_PEER_LOST if (start.get("verdict") or {}).get("missing") else RANK_BROKEN,
                                "the group did not start: %s" % _verdict_reason(start.get("verdict")))
         if start.get("t") != "start":
-            return self.finish(BROKEN, "rank 0 sent %r instead of the start" % start.get("t"))
+            return self.finish(RANK_BROKEN, "rank 0 sent %r instead of the start" % start.get("t"))
         backend = start["backend"]
         self.result["backend"] = start.get("label") or backend
         peers = start["peers"]
@@ -723,29 +718,29 @@ class Rank:
                 torch_rank = TorchRank(options, backend, self.rank, self.world, options["master_address"],
                                        int(start["store_port"]), self.run_deadline)
         except (wire.PeerSilent, wire.PeerClosed, wire.ProtocolError) as exc:
-            return self._report(channel, {"outcome": PEER_LOST, "reason": "ring: %s" % exc})
+            return self._report(channel, {"outcome": RANK_PEER_LOST, "reason": "ring: %s" % exc})
         except worker.WorkerError as exc:
-            return self._report(channel, {"outcome": BROKEN, "reason": str(exc)})
+            return self._report(channel, {"outcome": RANK_BROKEN, "reason": str(exc)})
         try:
             channel.send({"t": "ready"})
             go = channel.recv(self.join_deadline)
             if go.get("t") != "go":
                 verdict = go.get("verdict") if go.get("t") == "verdict" else None
                 self.result["verdict"] = verdict
-                return self.finish(PEER_LOST, "rank 0 stopped the group: %s" % (go.get("reason") or _verdict_reason(verdict)))
+                return self.finish(RANK_PEER_LOST, "rank 0 stopped the group: %s" % (go.get("reason") or _verdict_reason(verdict)))
             listener = threading.Thread(target=self._listen_to_master, args=(channel,), name="hydra-fabric-master", daemon=True)
             listener.start()
             if backend == TCP:
                 right, left = sockets
                 own = run_tcp(options, self.rank, self.world, right, left, self.abort, self.run_deadline) if right and left else {
-                    "outcome": BROKEN, "reason": "no ring connections"}
+                    "outcome": RANK_BROKEN, "reason": "no ring connections"}
             elif torch_rank is not None:
                 own = torch_rank.wait(self.run_deadline, self.abort)
             else:
-                own = {"outcome": BROKEN, "reason": "no torch rank"}
+                own = {"outcome": RANK_BROKEN, "reason": "no torch rank"}
             return self._report(channel, own, listener)
         except (wire.PeerSilent, wire.PeerClosed, wire.ProtocolError) as exc:
-            return self.finish(PEER_LOST, "lost rank 0: %s" % exc)
+            return self.finish(RANK_PEER_LOST, "lost rank 0: %s" % exc)
         finally:
             if torch_rank is not None and torch_rank.proc.poll() is None:
                 torch_rank.kill()
@@ -788,11 +783,11 @@ class Rank:
         self.result["rows"] = own.get("rows") or []
         extra = {key: own[key] for key in ("reducer", "torch_version", "device", "suspect_rank") if own.get(key) is not None}
         verdict = self.result.get("verdict")
-        if own["outcome"] == OK and (verdict is None or not verdict.get("complete")):
+        if own["outcome"] == RANK_OK and (verdict is None or not verdict.get("complete")):
             if verdict is None:
-                return self.finish(PEER_LOST, "rank 0 (%s) sent no verdict%s" % (
+                return self.finish(RANK_PEER_LOST, "rank 0 (%s) sent no verdict%s" % (
                     self.options["master_address"], ": %s" % self._master_gone if getattr(self, "_master_gone", None) else ""), **extra)
-            return self.finish(PEER_LOST, "the group did not finish: %s" % _verdict_reason(verdict), **extra)
+            return self.finish(RANK_PEER_LOST, "the group did not finish: %s" % _verdict_reason(verdict), **extra)
         return self.finish(own["outcome"], own.get("reason"), **extra)
 
 

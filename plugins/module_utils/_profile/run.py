@@ -27,9 +27,20 @@ from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench imp
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import gpu as gpu_bench
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import memory as memory_bench
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.runlog import RunLog
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FAILED, FALLBACK, OK, SKIPPED, BenchError, outcome
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import BenchError, outcome
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.static import MAX_MOUNTS, block_device_rotational, mount_for, read_mounts, static_profile
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, PASS, READ_ABSENT, READ_FAILED, SKIP, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import (
+    BENCH_FAILED,
+    BENCH_FALLBACK,
+    BENCH_OK,
+    BENCH_SKIPPED,
+    ERROR,
+    PASS,
+    READ_ABSENT,
+    READ_FAILED,
+    SKIP,
+    WARN,
+)
 
 # The profile result's own schema (continuum-hydra's profile JSON), distinct from doctor's.
 PROFILE_SCHEMA_VERSION = "1.0.0"
@@ -56,7 +67,7 @@ HEADLINES = {
     "gpu_sustained": (("bf16_tflops", "TFLOP/s"), ("fp16_tflops", "TFLOP/s"), ("fp32_tflops", "TFLOP/s"), ("h2d_gbps", "GB/s"),
                       ("d2h_gbps", "GB/s"), ("memory_bandwidth_gbps", "GB/s")),
 }
-STATUS_OF = {OK: PASS, FALLBACK: WARN, SKIPPED: SKIP, FAILED: ERROR}
+STATUS_OF = {BENCH_OK: PASS, BENCH_FALLBACK: WARN, BENCH_SKIPPED: SKIP, BENCH_FAILED: ERROR}
 
 
 class ProfileInputError(ValueError):
@@ -209,10 +220,10 @@ def _measured_under_telemetry(name: str, opts: Mapping[str, Any], context: Mappi
     try:
         result = _run_one(name, opts, context, log.progress_reporter(name))
     except BenchError as exc:
-        result = outcome(FAILED, str(exc))
+        result = outcome(BENCH_FAILED, str(exc))
     except Exception as exc:  # pylint: disable=broad-exception-caught
         # A bug in one benchmark must not lose the others' figures.
-        result = outcome(FAILED, "%s benchmark crashed: %s: %s" % (name, type(exc).__name__, exc))
+        result = outcome(BENCH_FAILED, "%s benchmark crashed: %s: %s" % (name, type(exc).__name__, exc))
     ended = time.monotonic()
     result["telemetry"] = sampler.summary(began, ended)
     for gpu in result.get("gpus") or []:
@@ -253,8 +264,8 @@ def run(benchmarks: Optional[Sequence[str]] = BENCHMARKS, benchmark_options: Opt
         log.phase_start("static_profile")
         inventory = _torch_inventory(torch_python, options["timeouts"]["torch"])
         static = static_profile(options, root=root, probes=probes, inventory=inventory)
-        log.phase_end("static_profile", OK, gpus=len(static["gpus"]), notes=len(static["notes"]))
-        results = dict((key, outcome(SKIPPED, "not selected")) for key in RESULT_KEYS.values())
+        log.phase_end("static_profile", BENCH_OK, gpus=len(static["gpus"]), notes=len(static["notes"]))
+        results = dict((key, outcome(BENCH_SKIPPED, "not selected")) for key in RESULT_KEYS.values())
         sampler = None
         if benchmarks:
             sampler = telemetry.Sampler(sample_interval_s, proc_stat=os.path.join(root, "proc/stat"))

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.skus import find_sku, link_rate_gbps
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK
+from ansible_collections.continuum.hydra.plugins.module_utils._status import BENCH_FALLBACK, BENCH_OK
 
 GPU_BF16_TFLOPS_MIN = _expect.key("gpu_bf16_tflops_min")
 GPU_H2D_GBPS_MIN = _expect.key("gpu_h2d_gbps_min")
@@ -156,7 +156,7 @@ def _gpu_label(entry: Mapping[str, Any]) -> str:
 
 
 def _measured(benchmark: Any) -> bool:
-    return isinstance(benchmark, dict) and benchmark.get("status") in (OK, FALLBACK)
+    return isinstance(benchmark, dict) and benchmark.get("status") in (BENCH_OK, BENCH_FALLBACK)
 
 
 def _bf16_floor(entry: Mapping[str, Any], sku: Optional[Sku], expect: Expect) -> Optional[tuple[float, str, str, str]]:
@@ -343,7 +343,7 @@ def analyze(static_profile: Mapping[str, Any], benchmarks: Mapping[str, Any],
     gpu_bench = benchmarks.get("gpu_sustained") or {}
     blamed: dict[str, set[str]] = {}  # bottleneck -> vendors of the GPUs its findings blame
     for entry in gpu_bench.get("gpus") or []:
-        if entry.get("status") == OK:
+        if entry.get("status") == BENCH_OK:
             static_gpu = static_gpus.get(entry.get("index"), {})
             gpu_findings, gpu_notes = _gpu_findings(entry, static_gpu, expect)
             findings.extend(gpu_findings)

@@ -26,10 +26,9 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.slurm import
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate import apply
 from ansible_collections.continuum.hydra.plugins.module_utils._remediate.apply import Failure, Worker
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED as ERROR
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAILED, HEALTHY, UNREACHABLE, WARNING
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAILED, HEALTHY, UNKNOWN, UNREACHABLE, WARNING
 
 UNREACHABLE_REASON = REASON_PREFIX + " unreachable"
-UNKNOWN = "unknown"  # the gate's own: no doctor verdict to act on (skipped, or not in the report)
 OUTCOMES = (HEALTHY, WARNING, FAILED, ERROR, UNREACHABLE, UNKNOWN)
 DRAINABLE_OUTCOMES = (FAILED, ERROR, WARNING)
 UNREACHABLE_POLICIES = ("ignore", "drain")

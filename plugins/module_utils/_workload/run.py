@@ -40,15 +40,9 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host import idle,
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError, find_binary, run, run_to_file
 from ansible_collections.continuum.hydra.plugins.module_utils._host.files import read_text_or_none
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import count_gpus
+from ansible_collections.continuum.hydra.plugins.module_utils._status import RUN_FAILURE, RUN_SKIPPED, RUN_STATUSES, RUN_SUCCESS, RUN_TIMEOUT
 from ansible_collections.continuum.hydra.plugins.module_utils._workload import phases as phases_helper
 from ansible_collections.continuum.hydra.plugins.module_utils._workload.catalogue import Catalogue, describe, resolve_timeout, split_tags
-
-# madengine's run statuses (not doctor's check statuses); TIMEOUT is hydra's, madengine reports FAILURE.
-SUCCESS = "SUCCESS"
-FAILURE = "FAILURE"
-SKIPPED = "SKIPPED"
-TIMEOUT = "TIMEOUT"
-RUN_STATUSES = (SUCCESS, FAILURE, SKIPPED, TIMEOUT)
 
 RUNTIMES = ("host", "docker", "podman", "auto")
 ENGINES = ("docker", "podman")
@@ -381,20 +375,20 @@ class Runner:
         limit = resolve_timeout(self.timeout, model.get("timeout"))
         wanted = self._requested_gpus(model)
         if wanted is None:
-            return [_row(name, args, FAILURE, reason="n_gpus %r is not a whole number (-1 means all)" % model.get("n_gpus"))]
+            return [_row(name, args, RUN_FAILURE, reason="n_gpus %r is not a whole number (-1 means all)" % model.get("n_gpus"))]
         if wanted > self.gpus:
-            return [_row(name, args, SKIPPED, reason="asks for %d GPUs; this host has %d" % (wanted, self.gpus))]
+            return [_row(name, args, RUN_SKIPPED, reason="asks for %d GPUs; this host has %d" % (wanted, self.gpus))]
         scripts = str(model.get("scripts") or "")
         if not scripts:
-            return [_row(name, args, FAILURE, reason="the model names no scripts")]
+            return [_row(name, args, RUN_FAILURE, reason="the model names no scripts")]
         try:
             copy_from, command = script_command(scripts, args, self.python if self.runtime == "host" else "python3")
         except ValueError as exc:
-            return [_row(name, args, FAILURE, reason="args %r cannot be split into arguments: %s" % (args, exc))]
+            return [_row(name, args, RUN_FAILURE, reason="args %r cannot be split into arguments: %s" % (args, exc))]
         source_dir = os.path.normpath(os.path.join(self.root, copy_from))
         run_dir = os.path.join(workspace, "run_directory")
         if not os.path.isfile(os.path.join(source_dir, command[1])):
-            return [_row(name, args, FAILURE, reason="script %s not found in the catalogue" % scripts)]
+            return [_row(name, args, RUN_FAILURE, reason="script %s not found in the catalogue" % scripts)]
         shutil.copytree(source_dir, run_dir, symlinks=True)
         runtime = pick_runtime(self.runtime, bool(model.get("dockerfile")), self.engine_ok)
         phases_file = os.path.join(workspace, "phases.jsonl")
@@ -413,27 +407,27 @@ class Runner:
             else:
                 rc, timed_out = self._run_container(runtime, model, command, workspace, env, log_path, limit)
         except (ProbeAbsent, ProbeError) as exc:
-            return [_row(name, args, FAILURE, runtime=runtime, timeout_s=limit, reason=str(exc))]
+            return [_row(name, args, RUN_FAILURE, runtime=runtime, timeout_s=limit, reason=str(exc))]
         duration = round(time.monotonic() - started, 3)
         data = _read_tail(log_path)
         base = {"duration_s": duration, "exit_code": rc, "log_tail": log_tail(data, self.log_lines),
                 "phases": _phase_summary(phases_file), "runtime": runtime, "timeout_s": limit}
         if timed_out:
-            return [_row(name, args, TIMEOUT, reason="killed at the %ss deadline" % limit, **base)]
+            return [_row(name, args, RUN_TIMEOUT, reason="killed at the %ss deadline" % limit, **base)]
         if rc != 0:
-            return [_row(name, args, FAILURE, reason="the script exited with status %s" % rc, **base)]
+            return [_row(name, args, RUN_FAILURE, reason="the script exited with status %s" % rc, **base)]
         log_text = _read_all(log_path)
         error = find_error_pattern(log_text)
         if model.get("multiple_results"):
             return self._multiple_rows(model, args, workspace, run_dir, base, error)
         found = parse_performance(log_text)
         if found is None:
-            return [_row(name, args, FAILURE, reason="no 'performance: <number> <metric>' line in the log", **base)]
+            return [_row(name, args, RUN_FAILURE, reason="no 'performance: <number> <metric>' line in the log", **base)]
         problem = performance_problem(found[0])
         if error or problem:
             reason = "error pattern in the log: " + error if error else str(problem)
-            return [_row(name, args, FAILURE, performance=found[0], metric=found[1], reason=reason, **base)]
-        return [_row(name, args, SUCCESS, performance=found[0], metric=found[1], **base)]
+            return [_row(name, args, RUN_FAILURE, performance=found[0], metric=found[1], reason=reason, **base)]
+        return [_row(name, args, RUN_SUCCESS, performance=found[0], metric=found[1], **base)]
 
     def _multiple_rows(self, model: dict[str, Any], args: str, workspace: str, run_dir: str, base: dict[str, Any],
                        error: Optional[str]) -> list[dict[str, Any]]:
@@ -441,19 +435,19 @@ class Runner:
         filename = str(model["multiple_results"]).strip()
         path = next((p for p in (os.path.join(workspace, filename), os.path.join(run_dir, filename)) if os.path.isfile(p)), None)
         if path is None:
-            return [_row(name, args, FAILURE, reason="multiple_results file %s was not written" % filename, **base)]
+            return [_row(name, args, RUN_FAILURE, reason="multiple_results file %s was not written" % filename, **base)]
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 rows, problem = parse_multiple_results(handle.read())
         except OSError as exc:
             rows, problem = None, "cannot be read: %s" % exc.strerror
         if rows is None:
-            return [_row(name, args, FAILURE, reason="multiple_results %s: %s" % (filename, problem), **base)]
+            return [_row(name, args, RUN_FAILURE, reason="multiple_results %s: %s" % (filename, problem), **base)]
         out = []
         for row in rows:
             problem = performance_problem(row.get("performance"))
-            status = SUCCESS if not (error or problem) else FAILURE
-            reason = None if status == SUCCESS else ("error pattern in the log: " + error if error else problem)
+            status = RUN_SUCCESS if not (error or problem) else RUN_FAILURE
+            reason = None if status == RUN_SUCCESS else ("error pattern in the log: " + error if error else problem)
             extra = {key: value for key, value in row.items() if key not in ("model", "performance", "metric")}
             out.append(_row("%s_%s" % (name, row.get("model", "")), args, status, performance=row.get("performance") or None,
                             metric=row.get("metric") or None, reason=reason, extra=extra, **base))
@@ -546,12 +540,12 @@ def _phase_summary(path: str) -> Optional[dict[str, Any]]:
 
 def not_run(selected: Sequence[dict[str, Any]], reason: str, log: RunLog, sample_interval_s: float) -> dict[str, Any]:
     """run_all()'s outcome when the idle guard holds the node: every model SKIPPED with ``reason``, nothing sampled."""
-    rows = [_row(model["name"], str(model.get("args", "")), SKIPPED, reason=reason) for model in selected]
+    rows = [_row(model["name"], str(model.get("args", "")), RUN_SKIPPED, reason=reason) for model in selected]
     log.event("run_start", models=[model["name"] for model in selected], not_run=reason)
     for row in rows:
         log.event("workload_end", name=row["name"], status=row["status"], performance=None, metric=None, duration_s=None,
                   reason=reason)
-    log.event("run_end", statuses={status: len(rows) if status == SKIPPED else 0 for status in RUN_STATUSES})
+    log.event("run_end", statuses={status: len(rows) if status == RUN_SKIPPED else 0 for status in RUN_STATUSES})
     sampler = telemetry.Sampler(sample_interval_s)
     sampler.notes.append("nothing sampled: %s" % reason)
     return {"workloads": rows, "sampler": sampler.describe(), "workspace_removed": True}

@@ -15,6 +15,7 @@ import gc
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
 
+from ansible_collections.continuum.hydra.plugins.module_utils._status import HOST_STATUSES, OPTIONAL_STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import history as history_mod
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan import DEFAULT_METRIC, plan_batches
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.bottleneck import analyse_bottleneck
@@ -27,7 +28,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts impor
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_records
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.interconnect import analyse_interconnect
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import DEFAULT_THRESHOLD, analyse_placement
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import HOST_STATUSES, OPTIONAL_STATUSES, add_actions
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import add_actions
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import analyse_stragglers, merge_history
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import BATCH_FIGURE, analyse_workloads, batch_profiles
 

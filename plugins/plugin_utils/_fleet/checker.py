@@ -15,9 +15,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.continuum.hydra.plugins.module_utils._remediate.slurm import UNKNOWN, breaker
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, TASK_FAILED, UNCHECKED
+from ansible_collections.continuum.hydra.plugins.module_utils._remediate.slurm import breaker
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, MISSING, TASK_FAILED, UNCHECKED, UNKNOWN
 
 # The alarm's id among the report's actions: not a check of any host, the run's own.
 ALARM_ID = "hydra.checker"

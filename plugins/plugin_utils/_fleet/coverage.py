@@ -24,13 +24,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
+from ansible_collections.continuum.hydra.plugins.module_utils._status import NOT_SCREENED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import state_files
 
 STORE_NAME = "screening.json"
 STORE_VERSION = 1
 DEFAULT_MAX_NODES = 10
 DEFAULT_MAX_AGE_DAYS = 7.0
-NOT_SCREENED = "not_screened"  # a try whose job never ran (the node busy, drained): it does not count as screened
 
 
 class CoverageError(ValueError):

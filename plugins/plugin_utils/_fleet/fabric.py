@@ -48,20 +48,25 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, UNREACHABLE, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import (
+    ERROR,
+    FAIL,
+    GROUP_BELOW,
+    GROUP_INCOMPLETE,
+    GROUP_PASSED,
+    GROUP_UNJUDGED,
+    PASS,
+    RANK_OK,
+    SKIP,
+    UNREACHABLE,
+    WARN,
+)
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import evidence
 
 STATE_VERSION = 1
 BISECT = "bisect"
 PAIRWISE = "pairwise"
 MODES = ("auto", BISECT, PAIRWISE)
-
-# A group's verdict in a round.
-PASSED = "pass"
-BELOW = "below"  # below its floor, or a rank's result was not exact
-INCOMPLETE = "incomplete"  # a rank did not join, was lost or broke: no figure
-UNJUDGED = "unjudged"  # a figure, but no floor to judge it by yet
-GROUP_VERDICTS = (PASSED, BELOW, INCOMPLETE, UNJUDGED)
 
 # Why a group was planned (the report and the HTML picture name it).
 WHOLE = "whole"
@@ -246,24 +251,24 @@ def _judge_all(state: dict[str, Any]) -> None:
     for entry in state["rounds"]:
         for group in entry["groups"]:
             if not group["complete"]:
-                group["verdict"] = INCOMPLETE
+                group["verdict"] = GROUP_INCOMPLETE
                 continue
-            if group.get("verdict") in (PASSED, BELOW):
+            if group.get("verdict") in (GROUP_PASSED, GROUP_BELOW):
                 continue  # a verdict once given stands (the reference does not move it)
             floor, how = group_floor(state, group["members"])
             group["floor_gbps"], group["floor_from"] = (round(floor, 6) if floor is not None else None), how
             if floor is None:
-                group["verdict"] = UNJUDGED
+                group["verdict"] = GROUP_UNJUDGED
             elif not group.get("verified"):
-                group["verdict"] = BELOW
+                group["verdict"] = GROUP_BELOW
                 group["why"] = "a rank's result was not exact"
             else:
-                group["verdict"] = PASSED if group["busbw_gbps"] >= floor else BELOW
+                group["verdict"] = GROUP_PASSED if group["busbw_gbps"] >= floor else GROUP_BELOW
     good: set[str] = set()
     proven: dict[tuple[str, ...], list[str]] = {}
     for entry in state["rounds"]:
         for group in entry["groups"]:
-            if group["verdict"] == PASSED:
+            if group["verdict"] == GROUP_PASSED:
                 good.update(group["members"])
                 proven.update((tuple(link), link) for link in ring_links(group["members"]))
     state["good"] = [h for h in state["hosts"] if h in good and h not in state["errored"]]
@@ -272,7 +277,7 @@ def _judge_all(state: dict[str, Any]) -> None:
 
 
 def failing_groups(state: Mapping[str, Any]) -> list[tuple[int, dict[str, Any]]]:
-    return [(entry["round"], group) for entry in state["rounds"] for group in entry["groups"] if group["verdict"] == BELOW]
+    return [(entry["round"], group) for entry in state["rounds"] for group in entry["groups"] if group["verdict"] == GROUP_BELOW]
 
 
 def unproven(state: Mapping[str, Any], group: Mapping[str, Any]) -> list[str]:
@@ -403,7 +408,7 @@ def _isolation(state: Mapping[str, Any], live: list[str]) -> list[tuple[list[str
                 planned.append((half, HALF))
                 used.update(half)
     # Hosts in no group that finished (a rank did not join or was lost), and not suspected: test them again together.
-    judged = {m for entry in state["rounds"] for g in entry["groups"] if g["verdict"] != INCOMPLETE for m in g["members"]}
+    judged = {m for entry in state["rounds"] for g in entry["groups"] if g["verdict"] != GROUP_INCOMPLETE for m in g["members"]}
     again = [h for h in live if h not in judged and h not in used and h not in solos and h not in state["bad"]]
     if len(again) >= 2:
         planned.append((again, RETEST))
@@ -484,7 +489,7 @@ def group_outcome(group: Mapping[str, Any], results: Mapping[str, Optional[Mappi
         first = results.get(members[0])
         if first is None:
             error(members[0], "rank failed", "rank 0 returned no result (unreachable, killed, or past the task's deadline)")
-        elif first.get("outcome") != "ok":
+        elif first.get("outcome") != RANK_OK:
             error(members[0], "rank failed", str(first.get("reason")))
     complete = bool(verdict and verdict.get("complete")) and not errors
     out: dict[str, Any] = {"complete": complete, "errors": errors, "backend": (verdict or {}).get("backend"),
@@ -569,7 +574,7 @@ def _collective_finding(state: Mapping[str, Any], host: str) -> dict[str, Any]:
         details.update(busbw_gbps=last["busbw_gbps"], floor_gbps=last["floor_gbps"])
         return finding(FAIL, "isolated as the slow host: %s (the other members proven good)" % proof_line(state, host),
                        details, REMEDIATION_HOST)
-    passed = [r for r in rounds if r["verdict"] == PASSED]
+    passed = [r for r in rounds if r["verdict"] == GROUP_PASSED]
     if host in state["good"] and passed:
         best = max(passed, key=lambda r: r["busbw_gbps"] or 0)
         group = next(g for _n, g in _groups_of(state, host) if g["id"] == best["group"])
@@ -577,14 +582,14 @@ def _collective_finding(state: Mapping[str, Any], host: str) -> dict[str, Any]:
                        backend=best["backend"])
         return finding(PASS, "%s bus bandwidth in a group of %d (round %d, %s), floor %s" % (
             _gbps(best["busbw_gbps"]), len(best["members"]), best["round"], best["backend"], _gbps(best["floor_gbps"])), details)
-    failing = [r for r in rounds if r["verdict"] == BELOW]
+    failing = [r for r in rounds if r["verdict"] == GROUP_BELOW]
     if failing:
         details.update(busbw_gbps=failing[-1]["busbw_gbps"], floor_gbps=failing[-1]["floor_gbps"])
         why = state.get("note") or ("no proven-good host to tell it from %s" % ", ".join(
             m for m in failing[-1]["members"] if m != host))
         return finding(FAIL, "in %d failing group%s, never isolated (%s)" % (len(failing), "" if len(failing) == 1 else "s", why),
                        details, REMEDIATION_HOST)
-    if any(r["verdict"] == UNJUDGED for r in rounds):
+    if any(r["verdict"] == GROUP_UNJUDGED for r in rounds):
         return finding(WARN, "measured but not judged: no floor (fabric_busbw_gbps_min) and no reference group", details)
     return finding(SKIP, "not tested: no other reachable host to run a collective with", details)
 

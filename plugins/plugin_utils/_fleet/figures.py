@@ -48,8 +48,6 @@ HOST_FIGURES = (
     ("disk_o_direct", "disk_random_io", ("o_direct",), None),
 )
 GPU_BENCHMARK = "gpu_sustained"
-# A benchmark's (and a GPU's) outcome when it measured (profile's bench outcome, not a check status).
-BENCH_OK = "ok"
 # The fleet-wide spread of each per-GPU figure sits among the host figures under this prefix (gpu_bf16_tflops).
 GPU_SPREAD_PREFIX = "gpu_"
 

@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PROBLEMS, WARN, host_verdict, severity
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, MISSING, judged
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ALL_HOST_STATUSES, ERROR, FAIL, MISSING, PROBLEMS, WARN, host_verdict, severity
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import judged
 
 PART_KIND = "continuum.hydra.fleet_part"
 PART_SCHEMA_VERSION = "1.0.0"

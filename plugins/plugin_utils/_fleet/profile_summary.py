@@ -16,14 +16,8 @@ from collections.abc import Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.topology import rdma_name
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import (
-    BENCH_OK,
-    GPU_BENCHMARK,
-    benchmark,
-    gpu_figure_row,
-    gpu_spreads,
-    profile_figures,
-)
+from ansible_collections.continuum.hydra.plugins.module_utils._status import BENCH_OK
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import GPU_BENCHMARK, benchmark, gpu_figure_row, gpu_spreads, profile_figures
 
 TOP = 3
 

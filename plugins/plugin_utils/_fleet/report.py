@@ -11,24 +11,23 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._results import SCHEMA_VERSION, summarize
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, HOST_VERDICTS, STATUSES, UNREACHABLE, WARN, host_verdict
+from ansible_collections.continuum.hydra.plugins.module_utils._status import (
+    ERROR,
+    FAIL,
+    HOST_STATUSES,
+    NOT_JUDGED,
+    OPTIONAL_STATUSES,
+    STATUSES,
+    TASK_FAILED,
+    UNCHECKED,
+    UNREACHABLE,
+    WARN,
+    host_verdict,
+)
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.workloads import merge_entries
 
 FLEET_SCHEMA_VERSION = "1.6.0"
 REPORT_KIND = "continuum.hydra.fleet_report"
-
-# A host's status in the fleet report: its doctor verdict (_status.HOST_VERDICTS), or one of these when doctor gave none.
-TASK_FAILED = "task_failed"  # doctor's task failed on the host: no verdict
-# Profiled or set up, but doctor did not run: nothing says whether the host is healthy.
-UNCHECKED = "unchecked"
-# In the inventory of a merged run (playbooks/merge.yml) but in no slice's part: never checked, never healthy.
-MISSING = "missing"
-HOST_STATUSES = HOST_VERDICTS + (UNREACHABLE, TASK_FAILED)
-# A status that only appears in totals when some host has it, so doctor runs keep their totals.
-OPTIONAL_STATUSES = (UNCHECKED, MISSING)
-ALL_HOST_STATUSES = HOST_STATUSES + OPTIONAL_STATUSES
-# Hosts doctor could not judge at all: no checks ran.
-NOT_JUDGED = (UNREACHABLE, TASK_FAILED, MISSING)
 
 # Actions list the worst problems first: a FAIL on one host outranks a WARN on many.
 _ACTION_RANK = {FAIL: 0, ERROR: 1, WARN: 2}

@@ -25,7 +25,7 @@ import math
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._workload.run import FAILURE, RUN_STATUSES, SKIPPED, SUCCESS, TIMEOUT
+from ansible_collections.continuum.hydra.plugins.module_utils._status import RUN_FAILURE, RUN_SKIPPED, RUN_STATUSES, RUN_SUCCESS, RUN_TIMEOUT
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.facts import NO_GPU
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_records, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import median
@@ -147,25 +147,25 @@ def analyse_workloads(hosts: Mapping[str, Mapping[str, Any]], host_class: Option
             item = {"host": host, "workload": key, "run": runs[key], "class": klass, "status": status, "value": None,
                     "metric": metric or None,
                     "duration_s": row.get("duration_s"), "failure": False, "straggler": False, "reason": row.get("reason")}
-            if status == SUCCESS and value is not None and metric:
+            if status == RUN_SUCCESS and value is not None and metric:
                 item["value"] = value
                 values.setdefault(key, {}).setdefault((klass, metric), {}).setdefault(host, []).append(value)
                 if metric not in work["metrics"]:
                     work["metrics"].append(metric)
-                counts[SUCCESS] += 1
-            elif status == SKIPPED:
+                counts[RUN_SUCCESS] += 1
+            elif status == RUN_SKIPPED:
                 work["skipped"].append({"host": host, "reason": row.get("reason")})
-                counts[SKIPPED] += 1
+                counts[RUN_SKIPPED] += 1
             else:
-                if status == SUCCESS:
+                if status == RUN_SUCCESS:
                     reason = "%s: %r%s" % (UNREADABLE, row.get("performance"), "" if metric else " with no metric")
                     counts[UNREADABLE] += 1
-                elif status in (FAILURE, TIMEOUT):
+                elif status in (RUN_FAILURE, RUN_TIMEOUT):
                     reason = row.get("reason") or "exit code %s" % row.get("exit_code")
                     counts[status] += 1
                 else:
                     reason = "unknown status %r; accepted: %s" % (status, ", ".join(RUN_STATUSES))
-                    counts[FAILURE] += 1
+                    counts[RUN_FAILURE] += 1
                 item.update(failure=True, reason=reason)
                 work["failures"].append({"host": host, "class": klass, "status": status, "reason": reason, "log": _excerpt(row)})
             results.append(item)
@@ -210,7 +210,7 @@ def batch_profiles(hosts: Mapping[str, Mapping[str, Any]], workload: str) -> Opt
             if workload not in (row.get("name"), ("%s %s" % (row.get("name"), row.get("args") or "")).strip()):
                 continue
             value = performance_value(row.get("performance"))
-            if row.get("status") == SUCCESS and value is not None and value > 0 and row.get("metric"):
+            if row.get("status") == RUN_SUCCESS and value is not None and value > 0 and row.get("metric"):
                 found.append(1.0 / value if lower_is_better(str(row["metric"])) else value)
         if not found:
             continue

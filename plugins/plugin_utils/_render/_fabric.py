@@ -12,12 +12,13 @@ breaking changes at any time. Do not use it from other collections or roles.
 from collections.abc import Mapping
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.plugin_utils._render._svg import _esc
+from ansible_collections.continuum.hydra.plugins.module_utils._status import GROUP_BELOW, GROUP_INCOMPLETE, GROUP_PASSED, GROUP_UNJUDGED
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render._svg import esc
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import plural
 
-# A group's verdict (_fleet/fabric.py GROUP_VERDICTS) -> its colour in the picture and its word in the tables.
-VERDICT_COLOURS = {"pass": "#2e7d32", "below": "#c62828", "incomplete": "#ef6c00", "unjudged": "#90a4ae"}
-VERDICT_WORDS = {"pass": "pass", "below": "below its floor", "incomplete": "did not finish", "unjudged": "not judged"}
+# A group's verdict (_status.GROUP_*) -> its colour in the picture and its word in the tables.
+VERDICT_COLOURS = {GROUP_PASSED: "#2e7d32", GROUP_BELOW: "#c62828", GROUP_INCOMPLETE: "#ef6c00", GROUP_UNJUDGED: "#90a4ae"}
+VERDICT_WORDS = {GROUP_PASSED: GROUP_PASSED, GROUP_BELOW: "below its floor", GROUP_INCOMPLETE: "did not finish", GROUP_UNJUDGED: "not judged"}
 ROW_H = 30
 LABEL_W = 90
 BOX_W = 60  # per member
@@ -66,7 +67,7 @@ def round_rows(report: Mapping[str, Any]) -> list[tuple[int, str, str, str, str,
     for entry in section(report).get("rounds") or []:
         for group in entry["groups"]:
             verdict = VERDICT_WORDS.get(group["verdict"], group["verdict"])
-            if group["verdict"] == "incomplete" and group.get("reason"):
+            if group["verdict"] == GROUP_INCOMPLETE and group.get("reason"):
                 verdict = "%s: %s" % (verdict, group["reason"])
             rows.append((entry["round"], entry["stage"], group["id"], group["purpose"], ", ".join(group["members"]),
                          gbps(group.get("busbw_gbps")), gbps(group.get("floor_gbps")), verdict))
@@ -94,7 +95,7 @@ def picture(report: Mapping[str, Any]) -> str:
            'width="%d" height="%d" viewBox="0 0 %d %d">' % (width, height, width, height)]
     for row, entry in enumerate(rounds):
         y = row * ROW_H + 4
-        out.append('<text x="4" y="%d" class="lbl-left">round %d %s</text>' % (y + 16, entry["round"], _esc(entry["stage"])))
+        out.append('<text x="4" y="%d" class="lbl-left">round %d %s</text>' % (y + 16, entry["round"], esc(entry["stage"])))
         x = float(LABEL_W)
         for group in entry["groups"]:
             box = len(group["members"]) * BOX_W * scale
@@ -102,20 +103,20 @@ def picture(report: Mapping[str, Any]) -> str:
             tip = "%s %s: %s - %s, floor %s - %s" % (group["id"], group["purpose"], ", ".join(group["members"]),
                                                      gbps(group.get("busbw_gbps")), gbps(group.get("floor_gbps")), verdict)
             out.append('<g class="group" data-group="%s" data-verdict="%s"><title>%s</title>' % (
-                _esc(group["id"]), _esc(group["verdict"]), _esc(tip)))
+                esc(group["id"]), esc(group["verdict"]), esc(tip)))
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" rx="3" fill="%s" fill-opacity="0.25" stroke="%s"/>' % (
                 x, y, box, ROW_H - 8, VERDICT_COLOURS.get(group["verdict"], "#777"), VERDICT_COLOURS.get(group["verdict"], "#777")))
             member_w = box / max(len(group["members"]), 1)
             for index, member in enumerate(group["members"]):
-                bad = member in isolated and group["verdict"] == "below"
+                bad = member in isolated and group["verdict"] == GROUP_BELOW
                 out.append('<text x="%.1f" y="%d" class="member%s" data-host="%s" text-anchor="middle">%s</text>' % (
-                    x + member_w * (index + 0.5), y + 15, " isolated" if bad else "", _esc(member), _esc(_short(member))))
+                    x + member_w * (index + 0.5), y + 15, " isolated" if bad else "", esc(member), esc(_short(member))))
             out.append("</g>")
             x += box + GAP * scale
     legend = LABEL_W
     for verdict, colour in VERDICT_COLOURS.items():
         out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="leg">%s</text>' % (
-            legend, height - 14, colour, legend + 14, height - 5, _esc(VERDICT_WORDS[verdict])))
+            legend, height - 14, colour, legend + 14, height - 5, esc(VERDICT_WORDS[verdict])))
         legend += 130
     out.append("</svg>")
     return "".join(out)

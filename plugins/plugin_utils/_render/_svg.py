@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAILED, HEALTHY, UNREACHABLE, WARNING
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, TASK_FAILED, UNCHECKED
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERRORED, FAILED, HEALTHY, MISSING, TASK_FAILED, UNCHECKED, UNREACHABLE, WARNING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
@@ -26,13 +25,13 @@ AXIS_MIN, AXIS_MAX = 0.5, 1.5
 MAX_DOTS = 60  # a class with more values is drawn as its box only (plus its stragglers)
 
 
-def _esc(text: object) -> str:
+def esc(text: object) -> str:
     return escape(printable(text, keep="\t\n\r"), quote=True).replace("\r", "&#13;")
 
 
 def _label(text: str, y: float) -> str:
     short = text if len(text) <= 48 else text[:46] + "\u2026"
-    return '<text x="%d" y="%d" class="lbl"><title>%s</title>%s</text>' % (LABEL_W - 8, y, _esc(text), _esc(short))
+    return '<text x="%d" y="%d" class="lbl"><title>%s</title>%s</text>' % (LABEL_W - 8, y, esc(text), esc(short))
 
 
 def status_by_class(classes: Mapping[str, Mapping[str, Any]], statuses: Iterable[str]) -> str:
@@ -51,14 +50,14 @@ def status_by_class(classes: Mapping[str, Mapping[str, Any]], statuses: Iterable
                 continue
             width = BAR_W * count / total
             out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s" data-status="%s"><title>%s: %d %s</title></rect>' % (
-                x, y, width, ROW_H - 8, STATUS_COLOURS.get(status, "#777"), _esc(status), _esc(name), count,
-                _esc(views.status_label(status))))
+                x, y, width, ROW_H - 8, STATUS_COLOURS.get(status, "#777"), esc(status), esc(name), count,
+                esc(views.status_label(status))))
             x += width
         out.append('<text x="%d" y="%d" class="num">%d</text>' % (LABEL_W + BAR_W + 6, y + 15, total))
     legend_x = LABEL_W
     for status in statuses:
         out.append('<rect x="%d" y="%d" width="10" height="10" fill="%s"/><text x="%d" y="%d" class="leg">%s</text>' % (
-            legend_x, height - 16, STATUS_COLOURS.get(status, "#777"), legend_x + 14, height - 7, _esc(views.status_label(status))))
+            legend_x, height - 16, STATUS_COLOURS.get(status, "#777"), legend_x + 14, height - 7, esc(views.status_label(status))))
         legend_x += 18 + 7 * len(views.status_label(status))
     out.append("</svg>")
     return "".join(out)
@@ -87,7 +86,7 @@ def distribution(metric: str, entry: Mapping[str, Any], dots: Mapping[str, Seque
     height = ROW_H * len(classes) + 44
     width = LABEL_W + BAR_W + 20
     out = ['<svg xmlns="http://www.w3.org/2000/svg" class="chart" role="img" aria-label="%s by class" data-metric="%s" '
-           'width="%d" height="%d" viewBox="0 0 %d %d">' % (_esc(metric), _esc(metric), width, height, width, height)]
+           'width="%d" height="%d" viewBox="0 0 %d %d">' % (esc(metric), esc(metric), width, height, width, height)]
     for ratio, css in ((rule["ratio_floor"], "floor"), (1.0 - rule["min_shortfall"], "shortfall"), (1.0, "median")):
         out.append('<line x1="%.1f" x2="%.1f" y1="0" y2="%d" class="%s"/>' % (_x(ratio), _x(ratio), height - 30, css))
     for row, (name, dist) in enumerate(classes.items()):
@@ -99,14 +98,14 @@ def distribution(metric: str, entry: Mapping[str, Any], dots: Mapping[str, Seque
         out.append(_label(name, y + 15))
         out.append('<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" class="whisker"/>' % (_x(low05), _x(high95), mid, mid))
         out.append('<rect x="%.1f" y="%d" width="%.1f" height="%d" class="box"><title>%s, %s: median %s, n=%d</title></rect>' % (
-            _x(low25), y, max(_x(high75) - _x(low25), 1.0), ROW_H - 8, _esc(name), _esc(metric), _esc(views.number(median)), dist["n"]))
+            _x(low25), y, max(_x(high75) - _x(low25), 1.0), ROW_H - 8, esc(name), esc(metric), esc(views.number(median)), dist["n"]))
         for label, value in dots.get(name, ()):
             out.append('<circle cx="%.1f" cy="%.1f" r="2.5" class="dot"><title>%s: %s</title></circle>' % (
-                _x(_relative(value, median, lower_better)), mid, _esc(label), _esc(views.number(value))))
+                _x(_relative(value, median, lower_better)), mid, esc(label), esc(views.number(value))))
         for host, label, value in slow.get(name, ()):
             ratio = _relative(value, median, lower_better)
             out.append('<circle cx="%.1f" cy="%.1f" r="4.5" class="straggler" data-host="%s"><title>%s: %s (%s)</title></circle>' % (
-                _x(ratio), mid, _esc(host), _esc(label), _esc(views.number(value)), _esc(views.percent_change(ratio))))
+                _x(ratio), mid, esc(host), esc(label), esc(views.number(value)), esc(views.percent_change(ratio))))
     axis_y = height - 24
     out.append('<line x1="%d" x2="%d" y1="%d" y2="%d" class="axis"/>' % (LABEL_W, LABEL_W + BAR_W, axis_y, axis_y))
     for tick in (0.5, 0.75, 1.0, 1.25, 1.5):
@@ -139,15 +138,15 @@ def findings_timeline(runs: Sequence[tuple[str, int, int, int]]) -> str:
         up, down = half * opened / top, half * closed / top
         tip = "%s: %d opened, %d closed, %d open" % (at, opened, closed, still)
         out.append('<rect x="%d" y="%.1f" width="%d" height="%.1f" class="opened"><title>%s</title></rect>' % (
-            x, middle - up, TIMELINE_BAR_W - 8, up, _esc(tip)))
+            x, middle - up, TIMELINE_BAR_W - 8, up, esc(tip)))
         out.append('<rect x="%d" y="%.1f" width="%d" height="%.1f" class="closed"><title>%s</title></rect>' % (
-            x, middle, TIMELINE_BAR_W - 8, down, _esc(tip)))
+            x, middle, TIMELINE_BAR_W - 8, down, esc(tip)))
         points.append("%.1f,%.1f" % (x + (TIMELINE_BAR_W - 8) / 2.0, band_top + band - band * still / most_open))
     out.append('<polyline points="%s" class="open"><title>open after each run (at most %d)</title></polyline>' % (
         " ".join(points), most_open))
     for label, y in (("opened %d" % top, middle - half + 10), ("closed", middle + half), ("open %d" % most_open, band_top + 10)):
         out.append('<text x="%d" y="%.1f" class="lbl">%s</text>' % (TIMELINE_LEFT - 6, y, label))
     out.append('<text x="%d" y="%d" class="leg">%s</text><text x="%d" y="%d" class="leg" text-anchor="end">%s</text>' % (
-        TIMELINE_LEFT + 4, height - 4, _esc(runs[0][0][:10]), width - 6, height - 4, _esc(runs[-1][0][:10])))
+        TIMELINE_LEFT + 4, height - 4, esc(runs[0][0][:10]), width - 6, height - 4, esc(runs[-1][0][:10])))
     out.append("</svg>")
     return "".join(out)

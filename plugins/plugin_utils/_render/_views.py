@@ -18,13 +18,16 @@ from ansible_collections.continuum.hydra.plugins.module_utils._status import (
     FAIL,
     FAILED,
     HEALTHY,
+    MISSING,
+    NOT_JUDGED,
     PASS,
+    TASK_FAILED,
+    UNCHECKED,
     UNREACHABLE,
     WARN,
     WARNING,
     worst,
 )
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, NOT_JUDGED, TASK_FAILED, UNCHECKED
 
 PROBLEM_STATUSES = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED, MISSING)
 STATUS_ORDER = (FAILED, ERRORED, UNREACHABLE, TASK_FAILED, MISSING, WARNING, UNCHECKED, HEALTHY)

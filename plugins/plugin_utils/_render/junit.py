@@ -23,8 +23,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
-from ansible_collections.continuum.hydra.plugins.module_utils._workload.run import SKIPPED as RUN_SKIPPED
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, RUN_SKIPPED, SKIP, WARN
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import NOT_JUDGED, reported_checks
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable

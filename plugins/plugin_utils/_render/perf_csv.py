@@ -17,7 +17,7 @@ import io
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ansible_collections.continuum.hydra.plugins.module_utils._workload.run import FAILURE, TIMEOUT
+from ansible_collections.continuum.hydra.plugins.module_utils._status import RUN_FAILURE, RUN_TIMEOUT
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 
 FILE_NAME = "perf.csv"
@@ -46,7 +46,7 @@ def rows(report: Mapping[str, Any]) -> Iterator[dict[str, str]]:
                        machine_name=_cell(host), deployment_type="local",
                        gpu_architecture=_cell(row.get("gpu_name") or work.get("gpu_vendor")),
                        performance=_cell(row.get("performance")), metric=_cell(row.get("metric")),
-                       status=FAILURE if row.get("status") == TIMEOUT else _cell(row.get("status")),
+                       status=RUN_FAILURE if row.get("status") == RUN_TIMEOUT else _cell(row.get("status")),
                        test_duration=_cell(row.get("duration_s")))
             yield out
 

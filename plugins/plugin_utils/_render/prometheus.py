@@ -18,9 +18,9 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import PROBLEMS, STATUSES
+from ansible_collections.continuum.hydra.plugins.module_utils._status import ALL_HOST_STATUSES, PROBLEMS, STATUSES
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import ALL_HOST_STATUSES, reported_checks
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import reported_checks
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
 

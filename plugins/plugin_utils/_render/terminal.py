@@ -12,8 +12,21 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
-from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, ERRORED, FAIL, FAILED, HEALTHY, PASS, UNREACHABLE, WARN, WARNING
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, NOT_JUDGED, TASK_FAILED, UNCHECKED
+from ansible_collections.continuum.hydra.plugins.module_utils._status import (
+    ERROR,
+    ERRORED,
+    FAIL,
+    FAILED,
+    HEALTHY,
+    MISSING,
+    NOT_JUDGED,
+    PASS,
+    TASK_FAILED,
+    UNCHECKED,
+    UNREACHABLE,
+    WARN,
+    WARNING,
+)
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _fabric as fabric_views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import _views as views
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import escaped_controls, plural

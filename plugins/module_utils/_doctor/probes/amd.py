@@ -40,7 +40,7 @@ def _replays(devices: Mapping[str, str]) -> dict[str, Any]:
 
     out = {}
     for key, device in devices.items():
-        value = amd_smi.number(amd_sysfs._read(device + "/pcie_replay_count"))  # pylint: disable=protected-access
+        value = amd_smi.number(amd_sysfs.read_value(device + "/pcie_replay_count"))
         out[key] = value if isinstance(value, int) else None
     return out
 

@@ -25,7 +25,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import find_nvidia_smi, first_line, parse_nvlink_status, read_gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLines, describe
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import scan_nvidia_functions
-from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_FAILED
+from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_ABSENT, READ_FAILED, READ_OK
 
 Options = Mapping[str, Any]
 
@@ -242,14 +242,14 @@ def _fabric_manager_log(options: Options, now: Optional[datetime.datetime] = Non
     """
     path = options.get("fabric_manager_log") or FABRIC_MANAGER_LOG
     hours = options.get("xid_window_hours") or XID_WINDOW_HOURS
-    empty: dict[str, Any] = {"path": path, "status": "absent", "reason": None, "nvswitch_errors": [], "errors": [],
+    empty: dict[str, Any] = {"path": path, "status": READ_ABSENT, "reason": None, "nvswitch_errors": [], "errors": [],
                              "errors_total": 0}
     try:
         text = files.read_text_if_exists(path, options["timeouts"]["command"])
     except (ProbeError, ProbeAbsent) as exc:
-        return dict(empty, status="error", reason=str(exc))
+        return dict(empty, status=READ_FAILED, reason=str(exc))
     if text is None:
         return dict(empty, reason="%s does not exist" % path)
     # The log's clock is the host's local time, without a zone.
     cutoff = (now or datetime.datetime.now()) - datetime.timedelta(hours=hours)
-    return dict(xid.scan_fabric_manager_log(text[-FABRIC_MANAGER_LOG_TAIL:], cutoff), path=path, status="ok", reason=None)
+    return dict(xid.scan_fabric_manager_log(text[-FABRIC_MANAGER_LOG_TAIL:], cutoff), path=path, status=READ_OK, reason=None)

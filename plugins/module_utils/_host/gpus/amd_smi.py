@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command, gpus
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable, _take_unreadable, first_line, to_number
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import Unreadable, first_line, take_unreadable, to_number
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pcie_gen
 
 VENDOR = "amd"
@@ -205,7 +205,7 @@ def finish(record: dict[str, Any]) -> dict[str, Any]:
     """The record with every Unreadable moved into ``unreadable`` (the field itself None)."""
     unreadable: dict[str, str] = {}
     extra = record.pop("unreadable", None) or {}
-    result = _take_unreadable(record, "", unreadable)
+    result = take_unreadable(record, "", unreadable)
     unreadable.update(extra)
     result["unreadable"] = unreadable
     return result

@@ -45,7 +45,8 @@ _BAD_PAGE = re.compile(r"^\s*0x[0-9a-fA-F]+\s*:\s*0x[0-9a-fA-F]+\s*:\s*([RPF])\s
 _SPEED = re.compile(r"([\d.]+)\s*GT/s")
 
 
-def _read(path: str) -> Optional[str]:
+def read_value(path: str) -> Optional[str]:
+    """A sysfs file's value, stripped; None when it cannot be read (read_text_or_none)."""
     value = read_text_or_none(path)
     return value.strip() if value is not None else None
 
@@ -60,7 +61,7 @@ def read_module(root: str) -> dict[str, Any]:
     base = os.path.join(root, "sys/module/amdgpu")
     if not os.path.isdir(base):
         return {"loaded": False, "version": None, "kind": None}
-    version = _read(os.path.join(base, "version"))
+    version = read_value(os.path.join(base, "version"))
     return {"loaded": True, "version": version, "kind": "dkms" if version else "in-box"}
 
 
@@ -85,7 +86,7 @@ def read_kfd(root: str) -> Optional[dict[str, Any]]:
         return None
     nodes = []
     for name in sorted(os.listdir(nodes_dir), key=lambda n: int(n) if n.isdigit() else -1):
-        content = _read(os.path.join(nodes_dir, name, "properties"))
+        content = read_value(os.path.join(nodes_dir, name, "properties"))
         if content is None:
             continue
         props = parse_kfd_properties(content)
@@ -94,7 +95,7 @@ def read_kfd(root: str) -> Optional[dict[str, Any]]:
         location = props.get("location_id")
         domain = props.get("domain", 0)
         pci = "%04x:%02x:%02x" % (domain, location >> 8, (location >> 3) & 0x1f) if location is not None else None
-        nodes.append({"node": name, "simd_count": props["simd_count"], "gpu_id": _read(os.path.join(nodes_dir, name, "gpu_id")),
+        nodes.append({"node": name, "simd_count": props["simd_count"], "gpu_id": read_value(os.path.join(nodes_dir, name, "gpu_id")),
                       "pci": pci})
     return {"gpu_nodes": len(nodes), "nodes": nodes}
 
@@ -120,13 +121,13 @@ def read_device_extras(device: str) -> dict[str, Any]:
     if os.path.isdir(ras):
         for name in sorted(os.listdir(ras)):
             if name.endswith("_err_count"):
-                blocks[name[:-len("_err_count")].upper()] = parse_err_count(_read(os.path.join(ras, name)))
+                blocks[name[:-len("_err_count")].upper()] = parse_err_count(read_value(os.path.join(ras, name)))
     return {
-        "bad_pages": parse_bad_pages(_read(os.path.join(ras, "gpu_vram_bad_pages"))),
+        "bad_pages": parse_bad_pages(read_value(os.path.join(ras, "gpu_vram_bad_pages"))),
         "ras_blocks": blocks,
-        "pcie_replay_count": number(_read(os.path.join(device, "pcie_replay_count"))),
-        "compute_partition": text(_read(os.path.join(device, "current_compute_partition"))),
-        "memory_partition": text(_read(os.path.join(device, "current_memory_partition"))),
+        "pcie_replay_count": number(read_value(os.path.join(device, "pcie_replay_count"))),
+        "compute_partition": text(read_value(os.path.join(device, "current_compute_partition"))),
+        "memory_partition": text(read_value(os.path.join(device, "current_memory_partition"))),
     }
 
 
@@ -140,7 +141,7 @@ def device_dirs(root: str) -> dict[str, str]:
         if not _CARD.match(name):
             continue
         device = os.path.join(drm, name, "device")
-        if _read(os.path.join(device, "vendor")) != AMD_VENDOR:
+        if read_value(os.path.join(device, "vendor")) != AMD_VENDOR:
             continue
         key = pci_key(os.path.basename(os.path.realpath(device)))
         if key and key not in found:
@@ -157,7 +158,7 @@ def _hwmon(device: str) -> Optional[str]:
 
 
 def _milli(path: str, scale: float) -> Any:
-    value = number(_read(path))
+    value = number(read_value(path))
     return value / scale if isinstance(value, (int, float)) else value
 
 
@@ -183,19 +184,19 @@ def _card(index: int, key: str, device: str) -> dict[str, Any]:
     record = empty_record(index)
     address = os.path.basename(os.path.realpath(device))
     record.update(pci_bus_id=address if pci_key(address) else key,
-                  uuid=text(_read(os.path.join(device, "unique_id"))),
-                  name=text(_read(os.path.join(device, "product_name"))) or "AMD GPU %s" % _read(os.path.join(device, "device")),
-                  serial=text(_read(os.path.join(device, "serial_number"))),
-                  vbios_version=text(_read(os.path.join(device, "vbios_version"))),
-                  performance_state=text(_read(os.path.join(device, "power_dpm_force_performance_level"))))
+                  uuid=text(read_value(os.path.join(device, "unique_id"))),
+                  name=text(read_value(os.path.join(device, "product_name"))) or "AMD GPU %s" % read_value(os.path.join(device, "device")),
+                  serial=text(read_value(os.path.join(device, "serial_number"))),
+                  vbios_version=text(read_value(os.path.join(device, "vbios_version"))),
+                  performance_state=text(read_value(os.path.join(device, "power_dpm_force_performance_level"))))
     record["pcie"].update(
-        gen_current=gen_of(_speed(_read(os.path.join(device, "current_link_speed")))),
-        gen_max=gen_of(_speed(_read(os.path.join(device, "max_link_speed")))),
-        width_current=number(_read(os.path.join(device, "current_link_width"))),
-        width_max=number(_read(os.path.join(device, "max_link_width"))),
+        gen_current=gen_of(_speed(read_value(os.path.join(device, "current_link_speed")))),
+        gen_max=gen_of(_speed(read_value(os.path.join(device, "max_link_speed")))),
+        width_current=number(read_value(os.path.join(device, "current_link_width"))),
+        width_max=number(read_value(os.path.join(device, "max_link_width"))),
     )
-    record["utilization"]["gpu_pct"] = number(_read(os.path.join(device, "gpu_busy_percent")))
-    total, used = number(_read(os.path.join(device, "mem_info_vram_total"))), number(_read(os.path.join(device, "mem_info_vram_used")))
+    record["utilization"]["gpu_pct"] = number(read_value(os.path.join(device, "gpu_busy_percent")))
+    total, used = number(read_value(os.path.join(device, "mem_info_vram_total"))), number(read_value(os.path.join(device, "mem_info_vram_used")))
     record["memory"] = {"total_mib": total // 1048576 if isinstance(total, int) else total,
                         "used_mib": used // 1048576 if isinstance(used, int) else used}
     hwmon = _hwmon(device)
@@ -203,7 +204,7 @@ def _card(index: int, key: str, device: str) -> dict[str, Any]:
         sensors: dict[str, Any] = {}
         limits: dict[str, Any] = {}
         for position in (1, 2, 3):
-            label = (_read(os.path.join(hwmon, "temp%d_label" % position)) or "").lower()
+            label = (read_value(os.path.join(hwmon, "temp%d_label" % position)) or "").lower()
             name = {"edge": "edge", "junction": "hotspot", "mem": "vram"}.get(label)
             if name is None:
                 continue

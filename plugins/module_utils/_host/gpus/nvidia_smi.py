@@ -257,13 +257,13 @@ def _difference(total: Any, part: Any) -> Any:
     return None if total is None or part is None else total - part
 
 
-def _take_unreadable(value: Any, path: str, found: dict[str, str]) -> Any:
+def take_unreadable(value: Any, path: str, found: dict[str, str]) -> Any:
     """value with every Unreadable replaced by None, each recorded in found under its record field path."""
     if isinstance(value, Unreadable):
         found[path] = value.raw
         return None
     if isinstance(value, dict):
-        return dict((key, _take_unreadable(item, "%s.%s" % (path, key) if path else key, found))
+        return dict((key, take_unreadable(item, "%s.%s" % (path, key) if path else key, found))
                     for key, item in value.items())
     return value
 
@@ -280,7 +280,7 @@ def parse_nvidia_smi(text: str) -> dict[str, Any]:
     if root.tag != "nvidia_smi_log":
         raise NvidiaSmiParseError("root element is <%s>, not <nvidia_smi_log>" % root.tag)
     unreadable: dict[str, str] = {}
-    top = _take_unreadable({
+    top = take_unreadable({
         "timestamp": value_at(root, "timestamp"),
         "driver_version": value_at(root, "driver_version"),
         "cuda_version": value_at(root, "cuda_version"),
@@ -343,7 +343,7 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
                    "bandwidth": value_at(gpu, "fabric/health/bandwidth")},
     }
     unreadable: dict[str, str] = {}
-    result = _take_unreadable(record, "", unreadable)
+    result = take_unreadable(record, "", unreadable)
     result["unreadable"] = unreadable
     return result
 

@@ -18,7 +18,8 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker as _worker
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import cpu_worker
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, Progress, outcome, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import Progress, outcome, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._status import BENCH_FALLBACK, BENCH_OK
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS",
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -74,7 +75,7 @@ def run_cpu(warmup_s: float, duration_s: float, matrix_n: int = 2048, stdlib_n: 
     message = ("pure-Python matmul (NumPy absent): measures the interpreter, not the FPUs" if fallback
                else "NumPy matmul %dx%d, float64" % (matrix_n, matrix_n))
     return outcome(
-        FALLBACK if fallback else OK, message,
+        BENCH_FALLBACK if fallback else BENCH_OK, message,
         method=single["method"],
         matrix_n=single["matrix_n"],
         threads=threads,

@@ -31,8 +31,6 @@ from types import FrameType
 from typing import Any, Callable, Literal, Optional, Union
 
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import (
-    FALLBACK,
-    OK,
     BenchError,
     BenchTimeout,
     Progress,
@@ -41,6 +39,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.sta
     percentile,
     rounded,
 )
+from ansible_collections.continuum.hydra.plugins.module_utils._status import BENCH_FALLBACK, BENCH_OK
 
 BLOCK_BYTES = 4096
 SEQUENTIAL_BLOCK_BYTES = 1024 * 1024
@@ -212,7 +211,7 @@ def run_disk(directory: str, file_size_mib: float = DEFAULT_FILE_SIZE_MIB, warmu
     ordered = sorted(latencies)
     total_s = sum(latencies) / 1e9
     return outcome(
-        OK if direct else FALLBACK,
+        BENCH_OK if direct else BENCH_FALLBACK,
         "4 KiB random reads at queue depth 1 %s" % ("with O_DIRECT" if direct else "WITHOUT O_DIRECT (buffered)"),
         directory=directory,
         o_direct=direct,

@@ -16,16 +16,8 @@ from typing import Any, Callable, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import torch_worker
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker as _worker
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import (
-    FAILED,
-    OK,
-    SKIPPED,
-    BenchError,
-    Progress,
-    outcome,
-    rounded,
-)
-from ansible_collections.continuum.hydra.plugins.module_utils._status import READ_ABSENT, READ_OK
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import BenchError, Progress, outcome, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._status import BENCH_FAILED, BENCH_OK, BENCH_SKIPPED, READ_ABSENT, READ_OK
 
 FIGURES = ("bf16_tflops", "fp16_tflops", "fp32_tflops", "h2d_gbps", "d2h_gbps", "memory_bandwidth_gbps")
 # CUDA context creation, torch import and allocations on top of the timed loops.
@@ -44,7 +36,7 @@ def default_timeout_s(warmup_s: float, duration_s: float) -> float:
 
 def gpu_entry(answer: dict[str, Any]) -> dict[str, Any]:
     """One worker answer -> the per-GPU record (figures rounded, units in the names)."""
-    entry: dict[str, Any] = {"index": answer.get("index"), "name": answer.get("name"), "status": OK, "message": None}
+    entry: dict[str, Any] = {"index": answer.get("index"), "name": answer.get("name"), "status": BENCH_OK, "message": None}
     for key in FIGURES:
         entry[key] = rounded(answer.get(key), 2)
     entry["matrix_n"] = answer.get("matrix_n")
@@ -58,9 +50,9 @@ def run_gpu(warmup_s: float, duration_s: float, python: Optional[str] = None, ma
     """Every visible GPU, one after the other. Each entry keeps its measuring window in "_window"."""
     inventory = inventory or torch_inventory(python)
     if inventory.get("status") == READ_ABSENT:
-        return outcome(SKIPPED, inventory.get("reason"), method="torch", gpus=[])
+        return outcome(BENCH_SKIPPED, inventory.get("reason"), method="torch", gpus=[])
     if not inventory.get("cuda_available") or not inventory.get("devices"):
-        return outcome(SKIPPED, "torch %s sees no CUDA device" % inventory.get("torch_version"), method="torch",
+        return outcome(BENCH_SKIPPED, "torch %s sees no CUDA device" % inventory.get("torch_version"), method="torch",
                        torch_version=inventory.get("torch_version"), gpus=[])
     timeout_s = timeout_s or default_timeout_s(warmup_s, duration_s)
     entries: list[dict[str, Any]] = []
@@ -75,15 +67,15 @@ def run_gpu(warmup_s: float, duration_s: float, python: Optional[str] = None, ma
                 raise BenchError(answer.get("reason") or "gpu %d benchmark answered %r" % (device["index"], answer))
             entry = gpu_entry(answer)
         except BenchError as exc:
-            entry = dict(gpu_entry({"index": device["index"], "name": device["name"]}), status=FAILED, message=str(exc))
+            entry = dict(gpu_entry({"index": device["index"], "name": device["name"]}), status=BENCH_FAILED, message=str(exc))
         entry["_window"] = (start, clock())
         entries.append(entry)
-    failed = [entry for entry in entries if entry["status"] != OK]
+    failed = [entry for entry in entries if entry["status"] != BENCH_OK]
     message = "%d of %d GPUs measured" % (len(entries) - len(failed), len(entries))
     if failed:
         message += "; " + "; ".join("GPU %s: %s" % (entry["index"], entry["message"]) for entry in failed)
     return outcome(
-        FAILED if failed else OK, message,
+        BENCH_FAILED if failed else BENCH_OK, message,
         method="torch",
         torch_version=inventory.get("torch_version"),
         cuda_version=inventory.get("cuda_version"),

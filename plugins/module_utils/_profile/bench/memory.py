@@ -34,7 +34,8 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeAbsent, ProbeError
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import membench, stream
-from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import FALLBACK, OK, BenchError, Progress, cv, mean, outcome, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.stats import BenchError, Progress, cv, mean, outcome, rounded
+from ansible_collections.continuum.hydra.plugins.module_utils._status import BENCH_FALLBACK, BENCH_OK
 
 MIB = membench.MIB
 AUTO, C_STREAM, NUMPY_BLOCKED = "auto", "c_stream", "numpy_blocked"
@@ -96,7 +97,7 @@ def run_memory(warmup_s: float, duration_s: float, array_mib: Optional[int] = No
         return run_memory_stdlib(warmup_s, duration_s, size, llc, notes, progress)
     # The worker doctor's system.memory_bandwidth runs (one BLAS thread: ours are the threads).
     answer = membench.numpy_triad(size, candidates, warmup_s, duration_s, timeout_s, progress=progress)
-    if answer.get("status") != OK:
+    if answer.get("status") != BENCH_OK:
         raise BenchError("memory benchmark worker: %s" % answer.get("reason", answer))
     rates = {"triad": answer["triad_gbps_repeats"], "copy": answer["copy_gbps_repeats"]}
     return _numpy_outcome(rates, answer["threads"], answer["kernel"], answer["triad_gbps_by_threads"], common)
@@ -115,7 +116,7 @@ def _outcome(method: str, message: str, rates: dict[str, list[float]], threads: 
         common["notes"].append("triad repeats vary by %.0f%% (CV above %.0f%%): the machine was busy, treat the figures as noisy"
                                % (100 * triad_cv, 100 * MAX_CV))
     return outcome(
-        OK, message,
+        BENCH_OK, message,
         method=method,
         copy_gbps=rounded(max(rates["copy"])),
         triad_gbps=rounded(max(rates["triad"])),
@@ -141,7 +142,7 @@ def run_memory_stdlib(warmup_s: float, duration_s: float, size: int, llc: Option
         return time.perf_counter() - start
     rates = stream.measure(run, lambda _kernel: 2 * len(source), warmup_s, duration_s, progress, kernels=("copy",))["copy"]
     return outcome(
-        FALLBACK, "stdlib memoryview copy (NumPy absent): copy only, one thread",
+        BENCH_FALLBACK, "stdlib memoryview copy (NumPy absent): copy only, one thread",
         method="stdlib_memoryview_copy",
         copy_gbps=rounded(max(rates)),
         triad_gbps=None,

@@ -1,7 +1,7 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Small statistics and the shared shape of a benchmark outcome.
+"""Small statistics and the shared shape of a benchmark outcome (its status words: _status.BENCH_*).
 
 Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
@@ -12,11 +12,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.measure import worker as _worker
-
-OK = "ok"
-FALLBACK = "fallback"  # measured, but with a lower-fidelity method (labelled in "method")
-SKIPPED = "skipped"
-FAILED = "error"
 
 # A progress callback: progress(step, done, total[, unit]) (RunLog.progress_reporter makes one).
 Progress = _worker.Progress

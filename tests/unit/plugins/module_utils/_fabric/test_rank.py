@@ -10,6 +10,7 @@ import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._fabric import rank as R
 from ansible_collections.continuum.hydra.plugins.module_utils._fabric import wire
+from ansible_collections.continuum.hydra.plugins.module_utils._status import RANK_BROKEN, RANK_NOT_JOINED, RANK_OK, RANK_PEER_LOST
 from ansible_collections.continuum.hydra.tests.support import fabric as F
 
 
@@ -35,7 +36,7 @@ def test_the_group_time_is_the_slowest_rank_and_verified_needs_every_rank():
 def test_four_ranks_finish_together_with_one_verdict_and_the_backend_named(tmp_path):
     procs, info = F.launch_group(4, tmp_path)
     out = F.results(procs)
-    assert {out[r]["outcome"] for r in range(4)} == {R.OK}
+    assert {out[r]["outcome"] for r in range(4)} == {RANK_OK}
     verdicts = [out[r]["verdict"] for r in range(4)]
     assert all(v == verdicts[0] for v in verdicts)
     verdict = verdicts[0]
@@ -56,7 +57,7 @@ def test_a_rank_that_never_starts_is_missing_and_nobody_waits_past_the_join_dead
     out = F.results(procs)
     assert time.monotonic() - began < 3.0 + 8  # the join deadline and a process start, not the run deadline (40 s)
     for r in (0, 1, 3):
-        assert out[r]["outcome"] == R.PEER_LOST
+        assert out[r]["outcome"] == RANK_PEER_LOST
         assert out[r]["verdict"]["missing"] == [{"rank": 2, "reason": "did not join within the join deadline (join_timeout=3s)"}]
     assert "rank 2 did not join" in out[1]["reason"]
 
@@ -72,7 +73,7 @@ def test_a_rank_killed_mid_collective_is_lost_and_the_others_return_promptly(tmp
     assert time.monotonic() - killed < 5.0 + R.REPORT_GRACE_S + 5  # one step timeout and the grace at most
     assert out[2] is None
     for r in (0, 1, 3):
-        assert out[r]["outcome"] == R.PEER_LOST
+        assert out[r]["outcome"] == RANK_PEER_LOST
         assert out[r]["verdict"]["lost"] == [{"rank": 2, "reason": "closed its connection to rank 0 (the process ended)"}]
 
 
@@ -87,7 +88,7 @@ def test_a_stranger_without_the_token_is_rejected_and_the_group_still_runs(tmp_p
                                  "127.0.0.1", info["port"])
         procs[rank] = F.start_rank(options)
     out = F.results(procs)
-    assert {out[r]["outcome"] for r in range(3)} == {R.OK}
+    assert {out[r]["outcome"] for r in range(3)} == {RANK_OK}
     assert out[0]["verdict"]["rejected_count"] == 1
     assert "failed the join challenge" in out[0]["verdict"]["rejected"][0]
 
@@ -96,13 +97,13 @@ def test_rank_0_that_cannot_bind_its_address_says_so_in_the_port_file(tmp_path):
     procs, info = F.launch_group(2, tmp_path, addresses=["192.0.2.254", "127.0.0.2"])
     assert info["port_error"].startswith("cannot listen on 192.0.2.254 (any port): Cannot assign requested address")
     out = F.results(procs)
-    assert out[0]["outcome"] == R.BROKEN and "set fabric_address" in out[0]["reason"]
+    assert out[0]["outcome"] == RANK_BROKEN and "set fabric_address" in out[0]["reason"]
 
 
 def test_a_rank_that_cannot_reach_rank_0_did_not_join_by_its_own_deadline(tmp_path):
     options = F.rank_options(1, 2, "lonely", "x" * 32, None, "127.0.0.2", "127.0.0.1", 9, join_timeout=1.0)
     out = F.results({1: F.start_rank(options)})
-    assert out[1]["outcome"] == R.NOT_JOINED
+    assert out[1]["outcome"] == RANK_NOT_JOINED
     assert out[1]["reason"].startswith("could not join rank 0 (127.0.0.1): could not connect to 127.0.0.1 port 9")
 
 
@@ -140,7 +141,7 @@ def test_agree_picks_the_best_backend_every_rank_has_and_names_who_lacks_one():
 def test_gloo_through_torch_when_every_rank_has_torch(tmp_path, torch_python):
     procs, _info = F.launch_group(2, tmp_path, backend="auto", torch_python=torch_python, join_timeout=90.0, run_timeout=240.0)
     out = F.results(procs, timeout=300)
-    assert {out[r]["outcome"] for r in range(2)} == {R.OK}, out
+    assert {out[r]["outcome"] for r in range(2)} == {RANK_OK}, out
     verdict = out[0]["verdict"]
     assert verdict["backend"] == "gloo" and verdict["backend_reason"] == "every rank has torch with gloo"
     assert all(row["verified"] for row in verdict["rows"]) and out[1]["torch_version"].startswith("2.13.0")
@@ -164,7 +165,7 @@ def test_nccl_between_two_ranks_each_on_its_own_gpu(tmp_path):
     procs, _info = F.launch_group(2, tmp_path, backend="auto", torch_python=python, sizes=[8, 1 << 20, 64 << 20],
                                   join_timeout=120.0, run_timeout=300.0, rank_env=one_gpu_each)
     out = F.results(procs, timeout=400)
-    assert {out[r]["outcome"] for r in range(2)} == {R.OK}, out
+    assert {out[r]["outcome"] for r in range(2)} == {RANK_OK}, out
     verdict = out[0]["verdict"]
     assert verdict["backend"] in ("nccl", "rccl") and verdict["backend_reason"] == "every rank has torch with NCCL and a GPU"
     assert all(row["verified"] for row in verdict["rows"]) and verdict["rows"][-1]["busbw_gbps"] > 1.0

@@ -8,6 +8,7 @@ import os
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor import screen
+from ansible_collections.continuum.hydra.plugins.module_utils._status import NOT_SCREENED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import coverage, state_files
 
 NOW = datetime.datetime(2026, 11, 26, 12, 0, tzinfo=datetime.timezone.utc)
@@ -46,7 +47,7 @@ def test_a_run_records_its_screens_and_a_busy_node_keeps_its_last_screen():
                "b": {"screened": False, "reason": "node node2: screening job 13 did not start", "job_id": "13"}}
     after = coverage.record(store, screens, NOW.isoformat())
     assert after["nodes"]["a"]["last_screened"] == NOW.isoformat() and after["nodes"]["a"]["status"] == "healthy"
-    assert after["nodes"]["b"]["last_screened"] == ago(3.0) and after["nodes"]["b"]["status"] == coverage.NOT_SCREENED
+    assert after["nodes"]["b"]["last_screened"] == ago(3.0) and after["nodes"]["b"]["status"] == NOT_SCREENED
     assert after["nodes"]["b"]["reason"].startswith("node node2") and store["nodes"]["a"]["last_screened"] == ago(9.0)
 
 
@@ -56,7 +57,7 @@ def test_a_screen_whose_job_gave_no_result_is_not_coverage():
     failed = screen.error_result("the screening job could not be submitted: sbatch: rc 1: Invalid partition", {"job_id": None})
     assert failed["overall_status"] != "healthy" and failed["screen"]["screened"] is True
     after = coverage.record(store_of(a=1.0, b=3.0), {"b": failed["screen"]}, NOW.isoformat())
-    assert after["nodes"]["b"]["last_screened"] == ago(3.0) and after["nodes"]["b"]["status"] == coverage.NOT_SCREENED
+    assert after["nodes"]["b"]["last_screened"] == ago(3.0) and after["nodes"]["b"]["status"] == NOT_SCREENED
     assert coverage.choose(["a", "b"], after, 1) == ["b"]
 
 

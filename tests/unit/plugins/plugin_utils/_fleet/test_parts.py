@@ -5,8 +5,9 @@ import json
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
+from ansible_collections.continuum.hydra.plugins.module_utils._status import MISSING, TASK_FAILED
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import parts
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import MISSING, TASK_FAILED, FleetCollector, build_report
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector, build_report
 from ansible_collections.continuum.hydra.tests.support.hostile_fleet import schema_validator
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from ansible_collections.continuum.hydra.plugins.module_utils._status import RUN_STATUSES
 from ansible_collections.continuum.hydra.plugins.module_utils._workload import run as workload_run
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import workloads
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import AnalysisOptions, analyse
@@ -17,7 +18,7 @@ def row(name, status, performance=None, metric="samples_per_second", args="", **
 
 def result(rows, gpus=0, vendor=None, tags=("fleet",)):
     return {"changed": False, "mode": "run", "tags": list(tags), "catalogue": "/opt/MAD", "available": None,
-            "workloads": rows, "summary": dict((s, sum(r["status"] == s for r in rows)) for s in workload_run.RUN_STATUSES),
+            "workloads": rows, "summary": dict((s, sum(r["status"] == s for r in rows)) for s in RUN_STATUSES),
             "sampler": {}, "gpus": gpus, "gpu_vendor": vendor, "run_log": None}
 
 
