@@ -23,6 +23,7 @@ import time
 import pytest
 import yaml
 
+from ansible_collections.continuum.hydra.plugins.plugin_utils import _zipapp
 from ansible_collections.continuum.hydra.tests.support import pidns as pidns_support
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 from ansible_collections.continuum.hydra.tests.support.role_run import VENV_BIN, run_role
@@ -272,11 +273,9 @@ def test_guard_role_check_mode_idempotence_recommend_then_enforce_throttles_dd(t
 
 
 def build_guard(tmp_path):
-    """The zipapp the role builds, built the same way (the slurm_healthcheck role's reproducible builder)."""
+    """The zipapp the role builds, built the same way (the collection's reproducible builder)."""
     pyz = str(tmp_path / "guard.pyz")
-    subprocess.run([sys.executable, os.path.join(REPO, "roles", "slurm_healthcheck", "files", "build_pyz.py"),
-                    os.path.join(REPO, "plugins", "module_utils"),
-                    os.path.join(REPO, "roles", "tenant_guard", "files", "hydra_tenant_guard_main.py"), pyz], check=True)
+    _zipapp.build(os.path.join(REPO, "roles", "tenant_guard", "files", "hydra_tenant_guard_main.py"), pyz)
     return pyz
 
 

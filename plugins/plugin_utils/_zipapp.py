@@ -1,12 +1,14 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Build hydra-healthcheck.pyz: the collection's plugins/module_utils tree and an entry point, as a zipapp.
+"""Build a node-local program as a zipapp: the collection's plugins/module_utils tree and an entry point.
 
-    build_pyz.py MODULE_UTILS_DIR MAIN_PY OUTPUT
+    python _zipapp.py MAIN_PY OUTPUT
 
-Run on the Ansible controller by the slurm_healthcheck role. The archive is byte-for-byte the same for the same
-sources (sorted entries, fixed timestamps and modes, no __pycache__), so the copy to the nodes is idempotent.
-Inside, the tree sits under ansible_collections/continuum/hydra/plugins/module_utils, where its imports expect it.
+Run on the Ansible controller by the roles that install such a program (slurm_healthcheck: hydra-healthcheck.pyz,
+tenant_guard: hydra-tenant-guard.pyz), each with the entry point in its own files/. The tree is the one beside this
+file (../module_utils). The archive is byte-for-byte the same for the same sources (sorted entries, fixed timestamps
+and modes, no __pycache__), so the copy to the nodes is idempotent. Inside, the tree sits under
+ansible_collections/continuum/hydra/plugins/module_utils, where its imports expect it.
 """
 
 import os
@@ -15,9 +17,10 @@ import zipfile
 
 PACKAGE = ("ansible_collections", "continuum", "hydra", "plugins")
 STAMP = (1980, 1, 1, 0, 0, 0)
+MODULE_UTILS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 
 
-def entries(module_utils):
+def entries(module_utils: str) -> dict[str, bytes]:
     out = {}
     for index in range(len(PACKAGE)):
         out["/".join(PACKAGE[:index + 1]) + "/__init__.py"] = b""
@@ -33,10 +36,8 @@ def entries(module_utils):
     return out
 
 
-def build(module_utils, main_py, output):
-    if not os.path.isfile(os.path.join(module_utils, "_doctor", "healthcheck.py")):
-        raise SystemExit("build_pyz.py: %s is not the collection's plugins/module_utils (no _doctor/healthcheck.py)" % module_utils)
-    files = entries(module_utils)
+def build(main_py: str, output: str) -> None:
+    files = entries(MODULE_UTILS)
     with open(main_py, "rb") as handle:
         files["__main__.py"] = handle.read()
     tmp = output + ".tmp"
@@ -50,6 +51,6 @@ def build(module_utils, main_py, output):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 4:
-        raise SystemExit("usage: build_pyz.py MODULE_UTILS_DIR MAIN_PY OUTPUT")
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: _zipapp.py MAIN_PY OUTPUT")
     build(*sys.argv[1:])
