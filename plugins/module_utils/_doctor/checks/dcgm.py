@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import dcgm as dcgm_probe
-from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_ref
+from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_name, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_OK, SKIP, WARN, worst
 
 # error_severity values that mean "not a fault" (a warning dcgmi writes as Fail), per numbering.
@@ -112,7 +112,7 @@ def _gpu_names(probes: Probes) -> dict[int, dict[str, Any]]:
 
 def _label(gpu: Optional[int], entity_group: str = "GPU", entity_id: Any = None) -> str:
     if gpu is not None:
-        return "GPU %d" % gpu
+        return gpu_name({"index": gpu})
     if entity_id is not None:
         return "%s %s" % (entity_group, entity_id)
     return "host"
@@ -265,12 +265,12 @@ def _missing_gpus(data: Mapping[str, Any], gpus: Mapping[Any, Mapping[str, Any]]
     if lost:
         statuses.append(FAIL)
         phrases[FAIL].insert(0, "%s missing from dcgmi diag's results (nvidia-smi lists %s; DCGM tested %s)" % (
-            ", ".join("GPU %d" % gpu for gpu in lost), ", ".join(str(gpu) for gpu in sorted(names)),
+            ", ".join(_label(gpu) for gpu in lost), ", ".join(str(gpu) for gpu in sorted(names)),
             ", ".join(str(gpu) for gpu in sorted(seen)) or "none"))
     untested = sorted(listed - seen)
     if untested:
         statuses.append(WARN)
-        phrases[WARN].append("%s %s (in DCGM's entity list, no result)" % (", ".join("GPU %d" % gpu for gpu in untested), NOT_TESTED))
+        phrases[WARN].append("%s %s (in DCGM's entity list, no result)" % (", ".join(_label(gpu) for gpu in untested), NOT_TESTED))
 
 
 def _summary_errors(data: Mapping[str, Any], gpus: Mapping[Any, Mapping[str, Any]], new_numbering: bool,
