@@ -314,7 +314,7 @@ class HistoryFold:
             if kind == "host":
                 hosts[owner] = entry
             else:
-                entry.update(host=self.where[owner][0], index=self.where[owner][1])
+                entry.update(host=host, index=index)
                 gpus[owner] = entry
         offenders: list[dict[str, Any]] = []
         for (kind, owner), record in self.offences.items():
