@@ -98,14 +98,18 @@ def spelt_status_words(path, text, words):
     """[(line, word)] of the status words a source spells out in its code (documentation may name them)."""
     if WORKER_MARK in text:
         return []
-    tree = ast.parse(text, path)
-    docs = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
-    docs |= {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Assign)
-             and any(isinstance(t, ast.Name) and t.id in ("DOCUMENTATION", "EXAMPLES", "RETURN") for t in node.targets)}
-    parents = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in words and id(node) not in docs
-            and (node.value in VERDICT_WORDS or not _names_a_field(node, parents.get(id(node))))]
+    found = []
+    pending = [(ast.parse(text, path), None)]
+    while pending:  # one walk, each node with its parent
+        node, parent = pending.pop()
+        pending.extend((child, node) for child in ast.iter_child_nodes(node))
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in words):
+            continue
+        documentation = isinstance(parent, ast.Expr) or (isinstance(parent, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in ("DOCUMENTATION", "EXAMPLES", "RETURN") for t in parent.targets))
+        if not documentation and (node.value in VERDICT_WORDS or not _names_a_field(node, parent)):
+            found.append((node.lineno, node.value))
+    return sorted(found)
 
 
 def private_names(path, text):
