@@ -220,8 +220,8 @@ STEPS = (("callback", "FleetCollector.build"), ("callback", "CallbackModule._ana
          ("analysis", "plan_batches"), ("analysis", "_interconnect"), ("analysis", "_history_stragglers"),
          ("history", "snapshot"), ("history", "HistoryFold.add"), ("history", "HistoryFold.result"),
          ("callback", "CallbackModule._write_history"), ("callback", "CallbackModule._update_findings"),
-         ("callback", "CallbackModule._write_evidence"), ("callback", "CallbackModule._write"),
-         ("callback", "CallbackModule._write_batch_plan"), ("callback", "terminal.render"), ("callback", "write_atomic"))
+         ("callback", "CallbackModule._write_evidence"), ("formats", "write_report"),
+         ("callback", "CallbackModule._write_batch_plan"), ("callback", "terminal.render"), ("formats", "write_atomic"))
 
 
 class Steps:
@@ -269,7 +269,7 @@ class Steps:
 
 def _patch(steps):
     """Wrap each step (STEPS); returns how to undo it."""
-    spaces = {"callback": fleet_report, "analysis": analysis, "history": history}
+    spaces = {"callback": fleet_report, "analysis": analysis, "history": history, "formats": formats}
     undo = []
     for space, dotted in STEPS:
         owner = spaces[space]

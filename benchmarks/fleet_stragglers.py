@@ -192,6 +192,59 @@ def cost(hosts, seed, rounds):
         print("  %s: previous rule %.1f us, this rule %.1f us, ratio %.3f" % (what, before / names * 1e6, after / names * 1e6, after / before))
 
 
+def bound(world, cv, runs, healthy_hosts, faulty_hosts, seed):
+    """The most any rule can find at 0.1 % (and 0.5 %) false positives in this world: the Bayes-optimal host score
+    (the likelihood ratio of "one of its series slowed as planted" to "noise alone", each series weighted by how
+    often plant() picks it) of a judge that knows the generator (the noise's law, the faults' law) and is even told
+    every host's and GPU's lasting factor. Simulated with numpy on the same host shapes, not the analysis."""
+    import numpy  # pylint: disable=import-outside-toplevel  # the bound only: the benchmark itself needs no numpy
+
+    rng = numpy.random.default_rng(seed)
+    dof = world["dof"]
+    # The noise's law: 1 + cv x t, t a Student-t of dof degrees of freedom scaled to a standard deviation of 1.
+    spread = math.sqrt((dof - 2.0) / dof) if dof else 1.0
+    factors = numpy.linspace(0.70, 0.85, 31)  # plant()'s slowdowns
+    patterns = [numpy.ones(runs)] + [numpy.arange(runs) != absent for absent in range(runs)]
+    pattern_weights = [1.0 - world["intermittent"]] + [world["intermittent"] / runs] * runs
+
+    def log_density(values):  # of a measured value over its reference, up to a constant
+        u = (values - 1.0) / (cv * spread)
+        return -0.5 * u * u if not dof else -(dof + 1) / 2.0 * numpy.log1p(u * u / dof)
+
+    def log_ratio(x):  # x: (series, runs) -> log likelihood ratio of each series
+        noise = log_density(x).sum(1)
+        slowed = numpy.full(len(x), -numpy.inf)
+        for pattern, weight in zip(patterns, pattern_weights):
+            for f in factors:
+                term = log_density(x / numpy.where(pattern, f, 1.0)).sum(1) - pattern.sum() * math.log(f)
+                slowed = numpy.logaddexp(slowed, term + math.log(weight / len(factors)))
+        return slowed - noise
+
+    shapes = SyntheticFleet(dict((c, 1) for c in CLASSES), seed=1)
+    scores = {}
+    for faulty, hosts in ((False, healthy_hosts), (True, faulty_hosts)):
+        found = []
+        for name in sorted(shapes.hosts):
+            profile = shapes.hosts[name]["profile"]
+            n, host_series = hosts // len(CLASSES), len(host_figures(profile))
+            gpu_series = [len(gpu["figures"]) for gpu in profile["gpus"]]
+            weights = numpy.array([0.5 / host_series] * host_series + [0.5 / len(gpu_series) / k for k in gpu_series for _i in range(k)])
+            noise = rng.standard_t(dof, (n, len(weights), runs)) if dof else rng.standard_normal((n, len(weights), runs))
+            x = numpy.maximum(0.01, 1.0 + cv * spread * noise)
+            if faulty:  # one series of each host, picked as plant() picks it (weights), slowed in its pattern's runs
+                series = numpy.array([rng.choice(len(weights), p=weights) for _i in range(n)])
+                absent = numpy.where(rng.random(n) < world["intermittent"], rng.integers(0, runs, n), -1)
+                slow = numpy.where(numpy.arange(runs)[None, :] == absent[:, None], 1.0, rng.uniform(0.70, 0.85, n)[:, None])
+                x[numpy.arange(n), series, :] *= slow
+            ratios = log_ratio(x.reshape(-1, runs)).reshape(n, len(weights))
+            found.append(numpy.logaddexp.reduce(ratios + numpy.log(weights), axis=1))
+        scores[faulty] = numpy.concatenate(found)
+    print("noise CV %.0f %%, bound (%d healthy and %d slowed hosts simulated, the lasting factors given):" % (cv * 100, healthy_hosts, faulty_hosts))
+    for share in (0.001, 0.005):
+        threshold = numpy.quantile(scores[False], 1.0 - share)
+        print("  at %.1f %% false positives: recall at most %.1f %%" % (share * 100, 100.0 * (scores[True] > threshold).mean()))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=10000)
@@ -207,6 +260,7 @@ def main():
                         help="straggler rule settings over the defaults (stragglers.DEFAULT_RULE): tail_quantile=0")
     parser.add_argument("--cost", action="store_true", help="time the history rule, previous and this one (heavy world, 3 runs)")
     parser.add_argument("--rounds", type=int, default=5, help="--cost: interleaved rounds")
+    parser.add_argument("--bound", action="store_true", help="the most any rule can find in the world at --runs (numpy)")
     args = parser.parse_args()
     rule = {}
     for item in args.rule:
@@ -225,6 +279,10 @@ def main():
         if getattr(args, key) is not None:
             world[key] = getattr(args, key)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
+    if args.bound:
+        for cv in world["cv"]:
+            bound(world, cv, args.runs, 20 * args.hosts, args.hosts, args.first_seed)
+        return
     print("hosts %d in %d classes, %d slowed by 15-30 %% per trial, %d seeds (%d-%d), %d run(s); %s noise, lasting bias CV %.0f %%, "
           "%.0f %% of the faults absent from one run" % (
               args.hosts, len(CLASSES), args.hosts // 100, args.seeds, seeds[0], seeds[-1], args.runs,

@@ -61,7 +61,7 @@ class ActionModule(ActionBase):
         except (parts.PartError, AnsibleError) as exc:
             return dict(result, failed=True, msg=" ".join(str(exc).split()))
         problems: list[str] = []
-        merged = parts.merge(parts.list_part_files(report_dir, workflow_id), args["parts"], workflow_id, args["hosts"], problems)
+        merged = parts.merge(parts.read_part_files(report_dir, workflow_id), args["parts"], workflow_id, args["hosts"], problems)
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         report = build_report(merged["hosts"], now, "merge.yml")
         info = merged["merge"]

@@ -1,7 +1,7 @@
 # Copyright (c) continuum.hydra contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 
-"""Sliced runs (AWX job slicing): one part per slice, merged into one fleet report (no I/O but list_part_files).
+"""Sliced runs (AWX job slicing): one part per slice, merged into one fleet report (no I/O but read_part_files).
 
 A slice of an AWX workflow carries ``awx_workflow_job_id`` (shared by the slices) and its own ``awx_job_id``; the
 fleet_report callback then writes ``<report_dir>/parts/<workflow id>/job-<job id>.json`` (build_part) instead of the
@@ -17,7 +17,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ALL_HOST_STATUSES, ERROR, FAIL, MISSING, PROBLEMS, WARN, host_verdict, severity
@@ -126,24 +126,24 @@ def _carried_checks(value: Any, statuses: Mapping[str, str]) -> dict[str, dict[s
     return dict((name, dict(carried)) for name, carried in value.items())
 
 
-def list_part_files(report_dir: str, workflow_id: str) -> list[tuple[str, str]]:
-    """(path, text or '' when unreadable) of each job-*.json under parts/<workflow id>/, in name order."""
+def read_part_files(report_dir: str, workflow_id: str) -> Iterator[tuple[str, str]]:
+    """(path, text or '' when unreadable) of each job-*.json under parts/<workflow id>/, in name order, each read
+    when the caller comes to it: merge() holds one part's text at a time (a part of 1,000 hosts is ~150 MB)."""
     directory = os.path.join(report_dir, PARTS_DIR, workflow_id)
     try:
         names = sorted(os.listdir(directory))
     except OSError:
-        return []
-    out = []
+        return
     for name in names:
         if not _PART_FILE.match(name):
             continue
         path = os.path.join(directory, name)
         try:
             with open(path, encoding="utf-8") as handle:
-                out.append((path, handle.read()))
+                text = handle.read()
         except (OSError, UnicodeDecodeError):
-            out.append((path, ""))
-    return out
+            text = ""
+        yield path, text
 
 
 def parse_part(text: str) -> dict[str, Any]:

@@ -157,3 +157,19 @@ def test_an_artifact_without_host_checks_gives_statuses_only():
     merged = parts.merge([], _artifact("5", {"n1": "failed"}, None), "77", ["n1"], [])
     assert merged["hosts"]["n1"]["failing_checks"] == [] and "artifact_checks" not in merged["hosts"]["n1"]
     assert "no check details" in merged["hosts"]["n1"]["message"]
+
+
+def test_part_files_are_read_one_at_a_time_in_name_order_and_an_unreadable_one_is_empty_text(tmp_path):
+    directory = tmp_path / parts.PARTS_DIR / "77"
+    directory.mkdir(parents=True)
+    (directory / "job-1.json").write_text(_part("77", "1", {"h1": TASK_FAILED}))
+    (directory / "job-2.json").write_text("as first written")
+    (directory / "job-3.json").write_bytes(b"\xff\xfe not utf-8")
+    (directory / "notes.txt").write_text("not a part")
+    files = parts.read_part_files(str(tmp_path), "77")
+    first = next(files)
+    assert first[0].endswith("job-1.json") and parts.parse_part(first[1])["job_id"] == "1"
+    # The second part is read only when the merge comes to it, not with the first: one part's text in memory at a time.
+    (directory / "job-2.json").write_text("rewritten before its turn")
+    assert [text for _path, text in files] == ["rewritten before its turn", ""]
+    assert list(parts.read_part_files(str(tmp_path), "no-such-workflow")) == []
