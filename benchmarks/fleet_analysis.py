@@ -67,7 +67,7 @@ class Lines:
 def settings(work_dir, n):
     report_dir = os.path.join(work_dir, "reports")
     return {"report_dir": report_dir, "formats": list(formats.FORMAT_NAMES), "history_keep": EARLIER_RUNS + 1,
-            "state_lock_timeout": 60.0, "straggler_history_runs": 3, "history_dir": os.path.join(report_dir, "history"),
+            "state_lock_timeout": 60.0, "straggler_history_runs": 3, "straggler_rule": {}, "history_dir": os.path.join(report_dir, "history"),
             "class_groups": [], "expected": None, "placement_threshold": 60.0,
             "batch": {"global_batch_size": 4 * n, "memory_per_sample_mib": 500, "metric": "bf16_tflops"}}
 

@@ -109,6 +109,20 @@ options:
     ini:
       - section: callback_fleet_report
         key: straggler_history_runs
+  straggler_rule:
+    description:
+      - Values of the straggler rule over its defaults, each V(KEY=NUMBER) - the thresholds C(docs/fleet_analysis.md)
+        names, for example V(history_run_z=-1.8) with O(straggler_history_runs=5) on a fleet whose benchmark noise
+        is heavy-tailed. A bad item is one problem line and the default rule is used.
+      - In E(HYDRA_STRAGGLER_RULE) and C(ansible.cfg), a comma-separated list.
+    type: list
+    elements: str
+    default: []
+    env:
+      - name: HYDRA_STRAGGLER_RULE
+    ini:
+      - section: callback_fleet_report
+        key: straggler_rule
   class_groups:
     description:
       - Inventory groups that define the hardware classes, in order of precedence - a host's class is the first of
@@ -505,7 +519,7 @@ class CallbackModule(CallbackBase):
         keep = settings["history_keep"] if history_usable else 0
         options = AnalysisOptions(class_groups=settings["class_groups"], host_groups=self._collector.groups,
                                   expected=settings["expected"], batch=settings["batch"], problems=self._problems,
-                                  straggler_history_runs=settings["straggler_history_runs"],
+                                  straggler_rule=settings["straggler_rule"], straggler_history_runs=settings["straggler_history_runs"],
                                   placement_threshold=settings["placement_threshold"])
         if keep > 0:
             options.history = history.read_snapshots(settings["history_dir"], keep - 1, options.problems)

@@ -22,6 +22,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.batch_plan 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.drift import ExpectedVersionsError, parse_expected
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import DEFAULT_THRESHOLD as DEFAULT_PLACEMENT_THRESHOLD
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.placement import PlacementSettingError, threshold_value
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import parse_rule
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import one_line
 
@@ -67,6 +68,11 @@ def read_settings(get_option: Callable[[str], Any], problems: list[str]) -> dict
         problems.append("straggler_history_runs: %r is not a number of runs (0 or more); stragglers are judged on this run"
                         % (straggler_runs,))
         straggler_runs = 0
+    try:
+        straggler_rule = parse_rule(get_option("straggler_rule") or [])
+    except ValueError as exc:
+        problems.append("straggler_rule: %s; using the default rule" % exc)
+        straggler_rule = {}
     expected = None
     path = get_option("expected_versions")
     if path:
@@ -103,6 +109,7 @@ def read_settings(get_option: Callable[[str], Any], problems: list[str]) -> dict
         "history_keep": keep,
         "state_lock_timeout": lock_wait,
         "straggler_history_runs": straggler_runs,
+        "straggler_rule": straggler_rule,
         "history_dir": get_option("history_dir") or os.path.join(report_dir, "history"),
         "class_groups": [str(g) for g in get_option("class_groups") or []],
         "expected": expected,

@@ -80,12 +80,17 @@ def two_runs(tmp_path_factory):
         handle.write(EXPECTED)
     report_dir = os.path.join(root, "reports")
     env = {"HYDRA_CLASS_GROUPS": "rack_b", "HYDRA_EXPECTED_VERSIONS": expected, "HYDRA_HISTORY_KEEP": "2",
-           "ANSIBLE_SHOW_CUSTOM_STATS": "1"}
+           "HYDRA_STRAGGLER_RULE": "history_sudden_ratio=0.5, robust_z=-4", "ANSIBLE_SHOW_CUSTOM_STATS": "1"}
     first = _run(inventory, report_dir, env)
     second = _run(inventory, report_dir, env)
     for proc, report in (first, second):
         assert report is not None, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {"root": root, "inventory": inventory, "report_dir": report_dir, "first": first, "second": second}
+
+
+def test_the_straggler_rule_setting_reaches_the_analysis(two_runs):
+    rule = two_runs["second"][1]["analysis"]["stragglers"]["rule"]
+    assert rule["history_sudden_ratio"] == 0.5 and rule["robust_z"] == -4.0 and rule["history_runs"] == 3
 
 
 def test_classes_come_from_the_inventory_group_then_from_hardware(two_runs):

@@ -39,6 +39,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Optional
 
@@ -49,6 +50,32 @@ DEFAULT_RULE: dict[str, float] = {"robust_z": -3.5, "min_shortfall": 0.10, "rati
                                   "history_runs": 3, "history_run_z": -3.25, "history_every_z": -1.0, "history_mean_z": -2.6,
                                   "history_z_cap": 4.0, "history_shortfall": 0.10, "history_sudden_ratio": 0.0,
                                   "tail_quantile": 0.995}
+
+
+# How many runs the history rule combines has its own setting (straggler_history_runs), so that one fact has one place.
+RUNS_KEY = "history_runs"
+
+
+def parse_rule(items: Sequence[Any]) -> dict[str, float]:
+    """Rule values over the defaults from "KEY=NUMBER" items (the callback's straggler_rule, the benchmark's --rule);
+    ValueError names the bad item and what is accepted."""
+    rule: dict[str, float] = {}
+    accepted = ", ".join(sorted(k for k in DEFAULT_RULE if k != RUNS_KEY))
+    for item in items:
+        key, _sep, number = str(item).partition("=")
+        key = key.strip()
+        if key == RUNS_KEY:
+            raise ValueError("%r: the number of runs is straggler_history_runs, not a rule value" % (item,))
+        if key not in DEFAULT_RULE:
+            raise ValueError("%r is not KEY=NUMBER with KEY one of %s" % (item, accepted))
+        try:
+            value = float(number)
+        except ValueError:
+            raise ValueError("%r: %r is not a number" % (item, number.strip())) from None
+        if not math.isfinite(value):
+            raise ValueError("%r: %r is not a finite number" % (item, number.strip()))
+        rule[key] = value
+    return rule
 
 
 def _distribution(values: list[float]) -> tuple[Spread, dict[str, Any]]:

@@ -66,7 +66,7 @@ def test_a_sibling_path_sharing_the_prefix_is_not_inside():
 # The option values as Ansible hands them to the callback (types converted, the DOCUMENTATION's defaults).
 DEFAULTS = {"report_dir": "/srv/reports", "formats": ["json", "markdown", "html", "junit", "prometheus"],
             "history_dir": None, "history_keep": 10, "state_lock_timeout": 60.0, "straggler_history_runs": 3,
-            "class_groups": [], "expected_versions": None, "batch_global_size": None,
+            "straggler_rule": [], "class_groups": [], "expected_versions": None, "batch_global_size": None,
             "batch_memory_per_sample_mib": None, "batch_metric": "bf16_tflops", "placement_threshold": 60.0}
 
 
@@ -75,7 +75,7 @@ def test_the_defaults_are_read_as_given_with_history_under_the_report_dir():
     settings = read_settings(DEFAULTS.get, problems)
     assert problems == []
     assert settings == {"report_dir": "/srv/reports", "formats": DEFAULTS["formats"], "history_keep": 10,
-                        "state_lock_timeout": 60.0, "straggler_history_runs": 3, "history_dir": "/srv/reports/history",
+                        "state_lock_timeout": 60.0, "straggler_history_runs": 3, "straggler_rule": {}, "history_dir": "/srv/reports/history",
                         "class_groups": [], "expected": None, "batch": None, "placement_threshold": 60.0}
 
 
@@ -84,18 +84,20 @@ def test_each_bad_setting_is_one_problem_line_and_a_fallback_that_does_less(tmp_
     bad_expected.write_text("driver_version: [\n")
     options = dict(DEFAULTS, formats=[" json ", "pdf"], history_keep=-1, straggler_history_runs=-2,
                    state_lock_timeout=float("inf"), expected_versions=str(bad_expected), batch_global_size=0,
-                   placement_threshold=150, class_groups=["rack_b", 7])
+                   placement_threshold=150, class_groups=["rack_b", 7], straggler_rule=["history_run_z=-1.8", "robust_z=lots"])
     problems = []
     settings = read_settings(options.get, problems)
     assert settings["formats"] == ["json"] and settings["history_keep"] == 0 and settings["straggler_history_runs"] == 0
     assert settings["state_lock_timeout"] == 60 and settings["expected"] is None and settings["batch"] is None
     assert settings["placement_threshold"] == 60 and settings["class_groups"] == ["rack_b", "7"]
-    assert len(problems) == 7 and all("\n" not in line for line in problems)
+    assert settings["straggler_rule"] == {}
+    assert len(problems) == 8 and all("\n" not in line for line in problems)
     assert problems[0] == "formats: 'pdf' unknown; accepted: json, markdown, html, junit, prometheus"
     assert problems[1] == "history_keep: -1 is not a number of runs (0 or more); history is off"
-    assert problems[3].startswith("expected_versions: ") and problems[3].endswith("drift is judged against the class majority")
-    assert problems[4].endswith("; no batch plan") and problems[5].endswith("; using 60")
-    assert problems[6] == "state_lock_timeout: inf is not a number of seconds (0 or more); using 60"
+    assert problems[3] == "straggler_rule: 'robust_z=lots': 'lots' is not a number; using the default rule"
+    assert problems[4].startswith("expected_versions: ") and problems[4].endswith("drift is judged against the class majority")
+    assert problems[5].endswith("; no batch plan") and problems[6].endswith("; using 60")
+    assert problems[7] == "state_lock_timeout: inf is not a number of seconds (0 or more); using 60"
 
 
 def test_a_batch_plan_setting_and_an_expected_versions_file_are_taken(tmp_path):
@@ -108,3 +110,15 @@ def test_a_batch_plan_setting_and_an_expected_versions_file_are_taken(tmp_path):
     assert problems == [] and settings["history_dir"] == "/srv/history"
     assert settings["batch"] == {"global_batch_size": 4096, "memory_per_sample_mib": 512.0, "metric": "bf16_tflops"}
     assert settings["expected"] == {"all": {"driver_version": ["550.54.15"]}, "classes": {}}
+
+
+def test_straggler_rule_values_are_taken_and_the_runs_have_their_own_setting():
+    problems = []
+    settings = read_settings(dict(DEFAULTS, straggler_rule=[" history_run_z = -1.8", "tail_quantile=0"], straggler_history_runs=5).get, problems)
+    assert problems == [] and settings["straggler_rule"] == {"history_run_z": -1.8, "tail_quantile": 0.0}
+    settings = read_settings(dict(DEFAULTS, straggler_rule=["history_runs=5"]).get, problems)
+    assert settings["straggler_rule"] == {} and problems == [
+        "straggler_rule: 'history_runs=5': the number of runs is straggler_history_runs, not a rule value; using the default rule"]
+    problems = []
+    read_settings(dict(DEFAULTS, straggler_rule=["robust-z=-3", "ratio_floor=nan"]).get, problems)
+    assert problems[0].startswith("straggler_rule: 'robust-z=-3' is not KEY=NUMBER with KEY one of history_every_z, ")
