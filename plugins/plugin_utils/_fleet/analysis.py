@@ -138,6 +138,15 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
         entry["class"] = host_class.get(host)
     profiles = dict((host, entry["profile"]) for host, entry in hosts.items() if isinstance(entry.get("profile"), dict))
     manifests = dict((host, entry["env_setup"]) for host, entry in hosts.items() if isinstance(entry.get("env_setup"), dict))
+    fold = None
+    if options.history is not None:
+        # The earlier runs are folded first, while the analysis holds little else: their snapshots, read one at a
+        # time, and the fold's state are its largest memory (benchmarks/fleet_analysis.py).
+        rule = dict(history_mod.DEFAULT_RULE, **(options.history_rule or {}))
+        fold = history_mod.HistoryFold(rule["ewma_alpha"], options.straggler_rule, host_class)
+        for snap in options.history:
+            fold.add(snap)
+            del snap  # not held while the next one is read
     analysis: dict[str, Any] = {
         "classes": _class_summaries(classes, hosts),
         "unclassified": sorted(h for h, c in host_class.items() if c is None),
@@ -167,14 +176,9 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
             options.batch.get("memory_per_sample_mib"), BATCH_FIGURE if by_workload else metric,
             generated_at=report.get("generated_at"), workload=metric if by_workload else None)
     report["analysis"] = analysis
-    if options.history is None:
+    if fold is None:
         _interconnect(report, host_class, None)
     else:
-        rule = dict(history_mod.DEFAULT_RULE, **(options.history_rule or {}))
-        fold = history_mod.HistoryFold(rule["ewma_alpha"], options.straggler_rule, host_class)
-        for snap in options.history:
-            fold.add(snap)
-            del snap  # not held while the next one is read
         readings: dict[str, str] = {}
         _interconnect(report, host_class, fold.interconnect, readings)  # against each host's last reading, before this run's
         fold.interconnect = {}  # compared: this run's readings take their place when its snapshot is folded

@@ -82,7 +82,7 @@ def _odd_gpus(facts: Mapping[str, Any], field: str, accepted: Iterable[str]) -> 
     if field not in GPU_FIELD_SOURCES:
         return []
     return [{"index": index, "uuid": uuid, "value": value}
-            for index, uuid, value in facts["gpu_values"].get(field, []) if value not in accepted]
+            for (index, uuid), value in zip(facts["gpu_ids"], facts["gpu_values"].get(field, ())) if value is not None and value not in accepted]
 
 
 def analyse_drift(facts_by_host: Mapping[str, Any], host_class: Mapping[str, Optional[str]], count_peers: Mapping[str, str],

@@ -11,6 +11,7 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
@@ -99,9 +100,9 @@ def _detail_values(details: Details, check_id: str, key: str) -> dict[Any, Any]:
     return out
 
 
-def _gpu_values(gpus: Sequence[Mapping[str, Any]], details: Details,
-                field: str) -> list[tuple[Any, Any, str]]:
-    """[(index, uuid, text value)] of the GPUs whose value for field is known."""
+def _gpu_values(gpus: Sequence[Mapping[str, Any]], details: Details, field: str) -> tuple[Optional[str], ...]:
+    """Each GPU's text value for field (None: not known), in the order of gpus. Values are interned: a fleet's
+    GPUs share a handful of values, and the facts of every host are held through the analysis."""
     paths, from_check = GPU_FIELD_SOURCES[field]
     in_check = None
     out = []
@@ -112,9 +113,8 @@ def _gpu_values(gpus: Sequence[Mapping[str, Any]], details: Details,
                 in_check = _detail_values(details, from_check[0], from_check[1])
             value = in_check.get(gpu.get("uuid"), in_check.get(gpu.get("index")))
         value = text(value)
-        if value is not None:
-            out.append((gpu.get("index"), gpu.get("uuid"), value.lower() if field in MODE_FIELDS else value))
-    return out
+        out.append(None if value is None else sys.intern(value.lower() if field in MODE_FIELDS else value))
+    return tuple(out)
 
 
 def _torch_version(details: Details, env_setup: Optional[Mapping[str, Any]]) -> Optional[str]:
@@ -182,14 +182,14 @@ def host_facts(entry: Mapping[str, Any]) -> Optional[dict[str, Any]]:
         "torch_version": text(environment.get("torch_version") or _torch_version(details, env_setup)),
         "nccl_version": text(environment.get("nccl_version") or details.get("nccl.torch_backend", (None, {}))[1].get("nccl_version")),
         "nccl_env": _nccl_env(environment, details),
+        "gpu_ids": tuple((gpu.get("index"), gpu.get("uuid")) for gpu in gpus),  # what gpu_values' positions are
         "gpu_values": {},
     }
     if not gpus and _dig(doctor, ("probes", "nvidia_smi", "status")) == READ_FAILED:
         # nvidia-smi failed: the GPUs are unknown, not absent.
         facts["gpu_model"] = facts["gpu_count"] = None
     for field in PER_GPU_FIELDS:
-        known = _gpu_values(gpus, details, field)
-        facts["gpu_values"][field] = known
-        distinct = sorted(set(v[2] for v in known))
+        values = facts["gpu_values"][field] = _gpu_values(gpus, details, field)
+        distinct = sorted(set(v for v in values if v is not None))
         facts[field] = ", ".join(distinct) if distinct else None
     return facts

@@ -45,7 +45,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._status import ERR
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import interconnect, state_files
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import DEFAULT_RULE as STRAGGLER_RULE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import judge_history, run_scores
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import JudgedSeries, judge_history, run_scores
 
 SNAPSHOT_KIND = "continuum.hydra.fleet_history"
 SNAPSHOT_SCHEMA_VERSION = "1.0.0"
@@ -131,6 +131,27 @@ class OwnerState:
     numbers: array  # array("d"), the layout above
 
 
+class _Pairs:
+    """One group's (key, value) pairs of a run as stragglers.run_scores reads them, held as a list of keys (one key
+    object per owner, shared by its metrics) and an array of values: a fleet's pairs held as tuples cost ~2 KB a host."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[str, str]] = []
+        self.values = array("d")
+
+    def add(self, key: tuple[str, str], value: float) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator[tuple[tuple[str, str], float]]:
+        return zip(self.keys, self.values)
+
+
 class HistoryFold:
     """Accumulates snapshots oldest first (keeping none of them); result() judges the hosts and GPUs of the last.
 
@@ -195,16 +216,18 @@ class HistoryFold:
         """Run ``run``'s robust z and ratio of every host and GPU figure against its class in that run."""
         if self.window < 2:
             return
-        samples: dict[tuple[str, str], list[tuple[Any, float]]] = {}
+        samples: dict[tuple[str, str], _Pairs] = {}
         for host, record in (snap.get("hosts") or {}).items():
             class_name = record.get("class") or self.host_class.get(host)
             if class_name is None:
                 continue
+            key = ("host", host)
             for metric, value in (record.get("figures") or {}).items():
-                samples.setdefault(("host\0" + class_name, metric), []).append((("host", host), value))
+                samples.setdefault(("host\0" + class_name, metric), _Pairs()).add(key, value)
             for uuid, gpu in (record.get("gpus") or {}).items():
+                key = ("gpu", uuid)
                 for metric, value in (gpu.get("figures") or {}).items():
-                    samples.setdefault(("gpu\0" + class_name, metric), []).append((("gpu", uuid), value))
+                    samples.setdefault(("gpu\0" + class_name, metric), _Pairs()).add(key, value)
         slot = run % self._slots
         for key, metric, z, ratio, value, centre in run_scores(samples, self.straggler_rule):
             owner = self._owner(key)
@@ -218,7 +241,7 @@ class HistoryFold:
             numbers[at], numbers[at + 1] = z, ratio
             numbers[offset + SUMS + 2 * self._slots], numbers[offset + SUMS + 2 * self._slots + 1] = value, centre
 
-    def history_stragglers(self, run: int) -> tuple[dict[Any, list[dict[str, Any]]], set[tuple[Any, str]]]:
+    def history_stragglers(self, run: int) -> tuple[dict[Any, list[dict[str, Any]]], JudgedSeries]:
         """({("host", name) or ("gpu", uuid): [slow metric]}, {(key, metric) judged}) on the last ``window``
         runs up to ``run`` (this one, scored); stragglers.judge_history() is the rule."""
         return judge_history(_Scores(self, run), run, self.straggler_rule)

@@ -40,8 +40,8 @@ breaking changes at any time. Do not use it from other collections or roles.
 """
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Optional
+from collections.abc import Container, Iterator, Mapping, Sequence
+from typing import Any, Optional, Protocol
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread, median, quantile, tail_scale
@@ -106,7 +106,15 @@ def _is_slow(ratio: Optional[float], z: Optional[float], rule: Mapping[str, floa
     return z is not None and z <= rule["robust_z"] and ratio is not None and ratio <= 1.0 - rule["min_shortfall"]
 
 
-Samples = Mapping[tuple[str, str], list[tuple[Any, float]]]  # (class, metric) -> [(host or (host, GPU), value)]
+class Pairs(Protocol):
+    """A group's (key, value) pairs: a list of them, or anything sized that iterates them (history._Pairs)."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[tuple[Any, float]]: ...
+
+
+Samples = Mapping[tuple[str, str], Pairs]  # (class, metric) -> [(host or (host, GPU), value)]
 Findings = dict[Any, list[dict[str, Any]]]  # host or (host, GPU) -> [slow metric]
 
 
@@ -172,18 +180,42 @@ def _slow_on_history(last: Sequence[tuple[int, float, float, float, float]], rul
             "basis": "history"}
 
 
-def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -> tuple[Findings, set[tuple[Any, str]]]:
-    """({key: [slow metric]}, {(key, metric) judged}) by the history rule (module docstring); scores: {key:
+class JudgedSeries:
+    """The (key, metric) series judge_history judged: ``(key, metric) in judged`` is answered from the scores when asked
+    (merge_history asks for the few one-run findings); the fleet's series as a set of pairs cost ~2 KB a host."""
+
+    __slots__ = ("scores", "current_run", "runs", "count")
+
+    def __init__(self, scores: Scores, current_run: int, runs: int) -> None:
+        self.scores, self.current_run, self.runs, self.count = scores, current_run, runs, 0
+
+    def __contains__(self, pair: object) -> bool:
+        if not self.count or not isinstance(pair, tuple) or len(pair) != 2 or pair[0] not in self.scores:
+            return False
+        series = self.scores[pair[0]].get(pair[1])
+        return series is not None and _complete(list(series)[-self.runs:], self.current_run, self.runs)
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def __iter__(self) -> Iterator[tuple[Any, str]]:
+        if self.count:
+            for key, metric, _last in complete_series(self.scores, self.current_run, self.runs):
+                yield key, metric
+
+
+def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -> tuple[Findings, JudgedSeries]:
+    """({key: [slow metric]}, the (key, metric) series judged) by the history rule (module docstring); scores: {key:
     {metric: [(run, z, ratio, value, median)]}}, the last runs of each series, oldest first; only series
     scored in the current run and each of the runs before it are judged. A finding's ratio and robust_z are
     the medians over the runs; slow_runs counts the runs slow on their own."""
     runs = int(rule["history_runs"])
     slow: Findings = {}
-    judged: set[tuple[Any, str]] = set()
+    judged = JudgedSeries(scores, current_run, runs)
     if runs < 2:
         return slow, judged
     for key, metric, last in complete_series(scores, current_run, runs):
-        judged.add((key, metric))
+        judged.count += 1
         finding = _slow_on_history(last, rule)
         if finding is not None:
             finding.update(metric=metric, value=last[-1][3], median=last[-1][4])
@@ -191,16 +223,20 @@ def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -
     return slow, judged
 
 
+def _complete(last: Sequence[Any], current_run: int, runs: int) -> bool:
+    return len(last) == runs and last[-1][0] == current_run and last[0][0] == current_run - runs + 1
+
+
 def complete_series(scores: Scores, current_run: int, runs: int) -> Iterator[tuple[Any, str, list[Any]]]:
     """(key, metric, the last ``runs`` scores) of each series scored in the current run and each of the runs before."""
     for key, per_metric in scores.items():
         for metric, series in per_metric.items():
             last = list(series)[-runs:]
-            if len(last) == runs and last[-1][0] == current_run and last[0][0] == current_run - runs + 1:
+            if _complete(last, current_run, runs):
                 yield key, metric, last
 
 
-def merge_history(stragglers: dict[str, Any], slow: Findings, judged: set[tuple[Any, str]], host_class: Mapping[str, Optional[str]],
+def merge_history(stragglers: dict[str, Any], slow: Findings, judged: Container[tuple[Any, str]], host_class: Mapping[str, Optional[str]],
                   gpu_info: Mapping[str, Mapping[str, Any]], rule: Optional[Mapping[str, float]] = None) -> None:
     """Judge analyse_stragglers()'s result on history: one-run findings of series the history judged and
     did not find slow are dropped unless below ``history_sudden_ratio``; the history's findings are added (a metric
