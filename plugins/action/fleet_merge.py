@@ -5,7 +5,8 @@
 
 An action plugin, not a module: the parts are the fleet_report callback's files on the controller (and the AWX
 artifacts in the extra vars); the merge is plugin_utils/_fleet/parts.py. The callback recognises this task's
-result and writes the merged report in every format, as for any run. The documentation is
+result, reads the merged hosts from the file the action leaves (parts.merged_path: a task result of many hosts is
+slow and large in Ansible) and writes the merged report in every format, as for any run. The documentation is
 plugins/modules/fleet_merge.py.
 """
 
@@ -15,9 +16,11 @@ from typing import Any, Optional
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.plugin_utils import _callback_settings
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import parts
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import build_report
+from ansible_collections.continuum.hydra.plugins.plugin_utils._render.awx import set_stats_data
 
 ARGUMENT_SPEC = {
     "workflow_job_id": {"type": "raw"},
@@ -64,9 +67,14 @@ class ActionModule(ActionBase):
         merged = parts.merge(parts.read_part_files(report_dir, workflow_id), args["parts"], workflow_id, args["hosts"], problems)
         now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
         report = build_report(merged["hosts"], now, "merge.yml")
+        path = parts.merged_path(report_dir, workflow_id)
+        try:
+            write_atomic(path, parts.merged_text(merged))
+        except OSError as exc:
+            return dict(result, failed=True, msg="cannot write the merged hosts for the fleet_report callback: %s" % " ".join(str(exc).split()))
         info = merged["merge"]
         result.update(
-            changed=False, report=report, groups=merged["groups"], merge=info, problems=problems,
+            changed=False, stats=set_stats_data(report), merged_file=path, merge=info, problems=problems,
             msg="merged %d part%s of workflow %s: %d host%s, %d missing%s" % (
                 len(info["jobs"]), "" if len(info["jobs"]) == 1 else "s", workflow_id, len(report["hosts"]),
                 "" if len(report["hosts"]) == 1 else "s", info["missing"],

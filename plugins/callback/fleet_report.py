@@ -439,17 +439,26 @@ class CallbackModule(CallbackBase):
         self._collector.add_unreachable(result._host.get_name(), str(result._result.get("msg") or UNREACHABLE).strip())
 
     def _take_merge(self, result: Mapping[str, Any]) -> None:
-        """merge.yml's merged hosts become this run's: rendered below like any run's, once."""
-        report = result.get("report")
-        if not isinstance(report, dict) or not isinstance(report.get("hosts"), dict):
+        """merge.yml's merged hosts (the file the action left, read and removed) become this run's: rendered below like
+        any run's, once."""
+        path = result.get("merged_file")
+        if not isinstance(path, str):
             return
         self._ran_hydra_task = True
         self._merge = dict(result.get("merge") or {})
-        for name, entry in report["hosts"].items():
+        problems = list(result.get("problems") or [])
+        try:
+            merged = parts.parse_merged(state_files.read_text(path))
+        except (OSError, UnicodeDecodeError, parts.PartError) as exc:
+            merged = {"hosts": {}, "groups": {}}
+            problems.append("merge: the merged hosts were not read from %s: %s; the report has none of them" % (path, one_line(exc)))
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        for name, entry in merged["hosts"].items():
             self._collector.add_entry(name, entry)
-        for name, names in (result.get("groups") or {}).items():
+        for name, names in merged["groups"].items():
             self._collector.set_groups(name, names)
-        for problem in result.get("problems") or []:
+        for problem in problems:
             self._problems.append(problem)
             self._warn(problem)
 
