@@ -73,7 +73,7 @@ merged_file:
     - The merged hosts, left for the C(continuum.hydra.fleet_report) callback, which reads and removes the file. The
       hosts are not in the result - a result of many hosts costs Ansible about 35 ms and 350 KB a host.
   returned: success
-  type: path
+  type: str
   sample: /srv/reports/parts/77/merged.json
 merge:
   description: The workflow id, the job ids merged, those only from artifacts, the parts ignored, the missing count.
