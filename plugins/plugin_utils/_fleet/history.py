@@ -129,6 +129,8 @@ class OwnerState:
     last_run: int  # the last run seen
     names: tuple[str, ...]  # its metric names: one tuple shared by the owners with the same names
     numbers: array  # array("d"), the layout above
+    host: str = ""  # a GPU's host and index at its latest sighting (a host's stay unset)
+    index: Any = None
 
 
 class _Pairs:
@@ -167,7 +169,6 @@ class HistoryFold:
         self.runs = 0
         self.owners: dict[tuple[str, str], OwnerState] = {}  # ("host", name) or ("gpu", uuid) -> its state
         self.offences: dict[tuple[str, str], dict[str, Any]] = {}   # ("host", name) or ("gpu", uuid) -> {"runs", "offences", "first", "last", "run"}
-        self.where: dict[str, tuple[str, Any]] = {}      # gpu uuid -> (host, index) of its latest sighting
         self.straggler_rule = dict(STRAGGLER_RULE, **(straggler_rule or {}))
         self.window = max(0, int(self.straggler_rule["history_runs"]))
         self.host_class = host_class or {}   # this run's classes, for snapshots written before they carried one
@@ -206,7 +207,8 @@ class HistoryFold:
             self._measure(("host", host), record.get("figures"))
             self._offend(("host", host), record.get("failing"), when)
             for uuid, gpu in (record.get("gpus") or {}).items():
-                self.where[uuid] = (host, gpu.get("index"))
+                owner = self._owner(("gpu", uuid))
+                owner.host, owner.index = host, gpu.get("index")
                 self._measure(("gpu", uuid), gpu.get("figures"))
                 self._offend(("gpu", uuid), gpu.get("failing"), when)
         if score:
@@ -306,6 +308,20 @@ class HistoryFold:
         hosts: dict[str, Any] = {}
         gpus: dict[str, Any] = {}
         degrading: list[dict[str, Any]] = []
+        offenders: list[dict[str, Any]] = []
+        for (kind, owner), record in self.offences.items():
+            if record["runs"] < rule["repeat_min_runs"]:
+                continue
+            state = self.owners[(kind, owner)]
+            host, index = (owner, None) if kind == "host" else (state.host, state.index)
+            now = latest.get(host) or {}
+            failing_now = bool(now.get("failing")) if kind == "host" else bool(((now.get("gpus") or {}).get(owner) or {}).get("failing"))
+            offenders.append({"kind": kind, "host": host, "uuid": owner if kind == "gpu" else None, "index": index,
+                              "runs_failed": record["runs"], "runs": max(record["runs"], host_runs.get(host, self.runs)),
+                              "offences": sorted(record["offences"]),
+                              "first": record["first"], "last": record["last"], "failing_now": failing_now})
+        offenders.sort(key=lambda o: (-o["runs_failed"], o["host"], o["kind"], o["uuid"] or ""))
+        self.offences = {}
         for key in sorted(self.owners):
             kind, owner = key
             state = self.owners.pop(key)
@@ -313,7 +329,7 @@ class HistoryFold:
             if kind == "host":
                 measured = (latest.get(owner) or {}).get("figures") or {}
             else:
-                host, index = self.where[owner]
+                host, index = state.host, state.index
                 measured = (((latest.get(host) or {}).get("gpus") or {}).get(owner) or {}).get("figures") or {}
             if not measured:
                 continue  # not measured in this run: its history is kept but not judged
@@ -330,8 +346,8 @@ class HistoryFold:
                     trend = -trend
                 ewmas[metric], trends[metric] = smoothed, trend
                 if count >= rule["trend_min_runs"] and trend <= rule["trend_threshold"]:
-                    where = (owner, None) if kind == "host" else self.where[owner]
-                    degrading.append({"host": where[0], "uuid": owner if kind == "gpu" else None, "index": where[1],
+                    degrading.append({"host": owner if kind == "host" else host, "uuid": owner if kind == "gpu" else None,
+                                      "index": None if kind == "host" else index,
                                       "metric": metric, "ewma": smoothed, "trend": trend, "runs": int(count)})
             entry = {"runs": runs, "ewma": ewmas, "trend": trends}
             if kind == "host":
@@ -339,18 +355,6 @@ class HistoryFold:
             else:
                 entry.update(host=host, index=index)
                 gpus[owner] = entry
-        offenders: list[dict[str, Any]] = []
-        for (kind, owner), record in self.offences.items():
-            if record["runs"] < rule["repeat_min_runs"]:
-                continue
-            host, index = (owner, None) if kind == "host" else self.where[owner]
-            now = latest.get(host) or {}
-            failing_now = bool(now.get("failing")) if kind == "host" else bool(((now.get("gpus") or {}).get(owner) or {}).get("failing"))
-            offenders.append({"kind": kind, "host": host, "uuid": owner if kind == "gpu" else None, "index": index,
-                              "runs_failed": record["runs"], "runs": max(record["runs"], host_runs.get(host, self.runs)),
-                              "offences": sorted(record["offences"]),
-                              "first": record["first"], "last": record["last"], "failing_now": failing_now})
-        offenders.sort(key=lambda o: (-o["runs_failed"], o["host"], o["kind"], o["uuid"] or ""))
         degrading.sort(key=lambda d: (d["trend"], d["host"], d["uuid"] or "", d["metric"]))
         return {"runs": self.runs, "rule": rule, "hosts": hosts, "gpus": gpus, "degrading": degrading,
                 "repeat_offenders": offenders}
