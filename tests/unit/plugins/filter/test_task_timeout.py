@@ -107,7 +107,7 @@ def _tasks(items):
 def test_every_long_task_of_the_playbooks_and_roles_has_its_modules_timeout():
     """doctor, profile, workload and the remediation modules: a task without one can hang the run on a dead host."""
     found, missing = [], []
-    paths = glob.glob(os.path.join(REPO, "playbooks", "*.yml")) + glob.glob(os.path.join(REPO, "roles", "*", "tasks", "*.yml"))
+    paths = glob.glob(os.path.join(REPO, "playbooks", "**", "*.yml"), recursive=True) + glob.glob(os.path.join(REPO, "roles", "*", "tasks", "*.yml"))
     for path in paths:
         with open(path) as handle:
             for task in _tasks(yaml.safe_load(handle)):
