@@ -22,11 +22,11 @@ import time
 
 import numpy
 
+from ansible_collections.continuum.hydra.plugins.module_utils._host import telemetry
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench import (
     cpu_worker,
     disk,
     memory,
-    telemetry,
 )
 from ansible_collections.continuum.hydra.plugins.module_utils._profile.bench.cpu import usable_cpus
 
