@@ -451,9 +451,11 @@ class CallbackModule(CallbackBase):
             merged = parts.parse_merged(state_files.read_text(path))
         except (OSError, UnicodeDecodeError, parts.PartError) as exc:
             merged = {"hosts": {}, "groups": {}}
-            problems.append("merge: the merged hosts were not read from %s: %s; the report has none of them" % (path, one_line(exc)))
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+            problems.append("merge: the merged hosts were not read from %s: %s; the report has none of them (the file "
+                            "is left for a look)" % (path, one_line(exc)))
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         for name, entry in merged["hosts"].items():
             self._collector.add_entry(name, entry)
         for name, names in merged["groups"].items():

@@ -167,9 +167,13 @@ def sanitize(text: Any) -> str:
     return " ".join(text.split())
 
 
+# A GPU's UUID in a check's message (_results.gpu_name): 40 of the reason's 120 characters, and the report has it.
+_UUID = re.compile(r" ?\b(?:GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+
+
 def reason_text(result: Mapping[str, Any], status: str = FAIL) -> str:
     """``hydra: <check>: <message>`` for the first check with ``status``, ``(+N more)`` when others have it too;
-    at most MAX_REASON_CHARS, sanitised."""
+    at most MAX_REASON_CHARS, sanitised, GPU UUIDs left out (the GPU's index and address stay)."""
     matching = [chk for chk in result.get("checks") or [] if chk.get("status") == status]
     if not matching:
         return "%s %s" % (REASON_PREFIX, "could not judge: no check judged the node" if status == ERROR else "no %s check reported" % status)
@@ -178,7 +182,7 @@ def reason_text(result: Mapping[str, Any], status: str = FAIL) -> str:
     if status == ERROR:
         head += "could not judge: "
     tail = " (+%d more)" % (len(matching) - 1) if len(matching) > 1 else ""
-    message = sanitize(first.get("message") or "no message")
+    message = sanitize(_UUID.sub("", first.get("message") or "") or "no message")
     room = MAX_REASON_CHARS - len(head) - len(tail)
     if len(message) > room:
         message = message[:max(0, room - 3)].rstrip() + "..."

@@ -110,13 +110,16 @@ def scan_amd_gpus(devices_dir: str) -> list[dict[str, Any]]:
     return _of_vendor(scan_functions(devices_dir), "AMD") if os.path.isdir(devices_dir) else []
 
 
-def count_gpus(devices_dir: str, timeout: float) -> tuple[int, Optional[str]]:
+def count_gpus(devices_dir: str, timeout: float) -> tuple[Optional[int], Optional[str]]:
     """(GPU count, vendor) from the GPU functions on the PCI bus, the vendor with most when both have some; (0, None)
-    when none, or when the directory cannot be read within ``timeout`` seconds."""
+    when none or no such directory; (None, None) when it cannot be read within ``timeout`` seconds (unknown is not
+    none)."""
     try:
         functions = call_with_timeout(lambda: scan_functions(devices_dir), timeout, "scan of %s" % devices_dir)
+    except FileNotFoundError:
+        return 0, None  # no PCI bus in sysfs (a container without it): no GPU to give a model
     except (OSError, ProbeError):
-        return 0, None
+        return None, None
     counts = collections.Counter(function["vendor"] for function in functions if function["kind"] == "gpus")
     if not counts:
         return 0, None

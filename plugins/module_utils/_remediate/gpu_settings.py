@@ -73,7 +73,7 @@ def parse_csv(text: str, keys: Sequence[str]) -> list[Row]:
     for line in text.splitlines():
         if not line.strip():
             continue
-        values = csv_fields(line)
+        values = csv_fields(line, len(keys))
         if len(values) != len(keys):
             raise GpuSettingsError("nvidia-smi printed %d values where %d were asked for: %r" % (len(values), len(keys), line))
         rows.append(dict((key, value if isinstance(value, str) else None) for key, value in zip(keys, values)))

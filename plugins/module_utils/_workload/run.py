@@ -363,11 +363,11 @@ class Runner:
         return {"workloads": rows, "sampler": sampler.describe(), "workspace_removed": not os.path.exists(workspace_root)}
 
     def _requested_gpus(self, model: dict[str, Any]) -> Optional[int]:
+        """The model's n_gpus (-1: all of the host's); None when it is not a whole number."""
         try:
-            wanted = int(str(model.get("n_gpus", "-1")).strip())
+            return int(str(model.get("n_gpus", "-1")).strip())
         except ValueError:
             return None
-        return self.gpus if wanted == -1 else wanted
 
     def run_one(self, model: dict[str, Any], workspace: str, workspace_root: str) -> list[dict[str, Any]]:
         name = model["name"]
@@ -376,8 +376,14 @@ class Runner:
         wanted = self._requested_gpus(model)
         if wanted is None:
             return [_row(name, args, RUN_FAILURE, reason="n_gpus %r is not a whole number (-1 means all)" % model.get("n_gpus"))]
-        if wanted > self.gpus:
-            return [_row(name, args, RUN_SKIPPED, reason="asks for %d GPUs; this host has %d" % (wanted, self.gpus))]
+        if self.gpus is None and wanted != 0:
+            return [_row(name, args, RUN_FAILURE, reason="asks for GPUs, and this host's could not be counted (the PCI "
+                                                         "bus did not answer in time); give the number of GPUs to run it")]
+        have = self.gpus or 0
+        if wanted == -1:
+            wanted = have
+        if wanted > have:
+            return [_row(name, args, RUN_SKIPPED, reason="asks for %d GPUs; this host has %d" % (wanted, have))]
         scripts = str(model.get("scripts") or "")
         if not scripts:
             return [_row(name, args, RUN_FAILURE, reason="the model names no scripts")]
@@ -394,7 +400,7 @@ class Runner:
         phases_file = os.path.join(workspace, "phases.jsonl")
         log_path = os.path.join(workspace, "run.log")
         env = {
-            "MAD_MODEL_NAME": name, "MAD_RUNTIME_NGPUS": str(wanted), "MAD_SYSTEM_NGPUS": str(self.gpus),
+            "MAD_MODEL_NAME": name, "MAD_RUNTIME_NGPUS": str(wanted), "MAD_SYSTEM_NGPUS": str(have),
             "MAD_GPU_VENDOR": self.vendor or "", phases_helper.ENV_VAR: phases_file,
         }
         if model.get("multiple_results"):

@@ -100,7 +100,7 @@ class FleetCollector:
     def add_doctor(self, host: str, result: Mapping[str, Any]) -> None:
         checks = result.get("checks")
         if not isinstance(checks, list):
-            # Not a verdict: a crash under failed_when: false, or list_checks (which judges nothing).
+            # Not a verdict: a crash whose error the play ignores (validate_partition.yml), or list_checks (judges nothing).
             if "catalogue" not in result:
                 self.add_task_failed(host, "doctor returned no checks: %s" % " ".join(str(result.get("msg") or "no result").split()))
             return

@@ -197,9 +197,11 @@ def value_of(raw: Optional[str]) -> Any:
     return Unreadable(value or "") if kind == UNREADABLE else value
 
 
-def csv_fields(line: str) -> list[Any]:
-    """One line of ``nvidia-smi --query-*=... --format=csv`` output -> its fields, each through value_of."""
-    return [value_of(field) for field in line.split(",")]
+def csv_fields(line: str, count: Optional[int] = None) -> list[Any]:
+    """One line of ``nvidia-smi --query-*=... --format=csv`` output -> its fields, each through value_of. ``count``:
+    the fields asked for; the last takes the rest of the line (nvidia-smi does not quote: a process name may hold a
+    comma)."""
+    return [value_of(field) for field in line.split(",", count - 1 if count else -1)]
 
 
 def value_at(elem: Optional[ET.Element], path: Optional[str] = None) -> Any:

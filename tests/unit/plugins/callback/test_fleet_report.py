@@ -42,5 +42,6 @@ def test_an_unreadable_merged_file_is_one_problem_line_never_an_error(tmp_path):
     module._take_merge({"merged_file": str(path), "merge": {"missing": 0}})
     assert module._collector.hosts == {} and module._ran_hydra_task
     assert len(module._problems) == 1 and module._problems[0].startswith("merge: the merged hosts were not read from %s: " % path)
+    assert path.exists()  # left for a look: the hosts are in it
     module._take_merge({"merged_file": str(tmp_path / "gone.json"), "merge": {}})
     assert len(module._problems) == 2 and "gone.json" in module._problems[1]

@@ -122,6 +122,14 @@ def test_reason_is_sanitised_and_bounded():
     assert len(reason) == MAX_REASON_CHARS and '"' not in reason and "\n" not in reason and reason.isascii()
 
 
+def test_the_reason_names_a_gpu_without_its_uuid_so_the_problem_fits():
+    message = ("GPU 0 00000000:01:00.0 GPU-513536b6-2b29-5e4c-8c2b-1e69664bb298: GPU lost or needing a reset: "
+               "temperature.gpu_c unreadable (GPU requires reset)")
+    reason = hc.reason_text({"checks": [{"id": "gpu.temperature", "status": "FAIL", "message": message}]})
+    assert reason.startswith("hydra: gpu.temperature: GPU 0 00000000:01:00.0: GPU lost or needing a reset: "
+                             "temperature.gpu_c unreadable") and len(reason) <= MAX_REASON_CHARS
+
+
 def test_the_program_never_runs_its_own_check():
     options = hc.doctor_options(CONFIG)
     assert hc.OWN_CHECK in options["exclude"] and options["timeouts"]["total"] == hc.DEFAULT_TOTAL_TIMEOUT

@@ -72,3 +72,9 @@ def test_unverified_and_reboot_required():
     waiting = _mig.parse_modes("2, GPU-ccc, 00000000:81:00.0, Disabled, Enabled\n")
     assert _mig.reboot_required(waiting) == [2]
     assert _mig.unverified(steps, waiting, []) == [(2, "layout", [])]
+
+
+def test_a_process_name_with_commas_is_one_field():
+    # nvidia-smi does not quote its CSV: the last field asked for takes the rest of the line.
+    apps = _mig.parse_apps("4242, GPU-bbb, /opt/train,v2/bin/python -m a,b\n")
+    assert apps == [{"pid": "4242", "gpu_uuid": "GPU-bbb", "process_name": "/opt/train,v2/bin/python -m a,b"}]
