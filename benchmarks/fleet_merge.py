@@ -117,10 +117,10 @@ def main():
         small_n, large_n = (n * args.hosts_per_part for n in args.parts)
         small, large = (statistics.median(per_host[n]) for n in args.parts)
         low, high = (statistics.median(peak_kb[n]) for n in args.parts)
+        figures = (small_n, small * 1e6, large_n, large * 1e6, low / 1024.0, high / 1024.0, (high - low) / float(large_n - small_n),
+                   sizes[args.parts[1]][2] / 1024.0 / large_n)
         print("per host: %d hosts %.0f us, %d hosts %.0f us; peak resident memory %.0f MB and %.0f MB: %.1f KB per "
-              "host more (%.1f KB of part file per host)" % (small_n, small * 1e6, large_n, large * 1e6, low / 1024.0,
-                                                            high / 1024.0, (high - low) / float(large_n - small_n),
-                                                            sizes[args.parts[1]][2] / 1024.0 / large_n))
+              "host more (%.1f KB of part file per host)" % figures)
         ratio = large / small
         print("%s: per-host cost %d / %d hosts %.2fx (target <= %.1fx)" % (
             "PASS" if ratio <= args.max_ratio else "FAIL", large_n, small_n, ratio, args.max_ratio))

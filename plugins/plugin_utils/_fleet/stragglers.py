@@ -57,8 +57,8 @@ RUNS_KEY = "history_runs"
 
 
 def parse_rule(items: Sequence[Any]) -> dict[str, float]:
-    """Rule values over the defaults from "KEY=NUMBER" items (the callback's straggler_rule, the benchmark's --rule);
-    ValueError names the bad item and what is accepted."""
+    """Rule values over the defaults from "KEY=NUMBER" items (the callback's straggler_rule); ValueError names the bad
+    item and what is accepted."""
     rule: dict[str, float] = {}
     accepted = ", ".join(sorted(k for k in DEFAULT_RULE if k != RUNS_KEY))
     for item in items:

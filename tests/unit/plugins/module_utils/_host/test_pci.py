@@ -52,8 +52,8 @@ def test_gpus_of_every_class_and_vendor_are_read_once_for_every_reader(tmp_path)
     nvidia = pci.scan_nvidia_functions(devices)
     assert [f["address"] for f in nvidia["gpus"]] == ["0000:18:00.0", "0000:65:00.0"]
     assert nvidia["nvswitches"] == [{"address": "0000:07:00.0", "device_id": "0x74a1", "class": "0x068000", "driver": None}]
-    assert [(f["address"], f["class"]) for f in pci.scan_amd_gpus(devices)] == [("0000:05:00.0", "0x120000"),
-                                                                                 ("0000:83:00.0", "0x038000")]
+    amd = [(f["address"], f["class"]) for f in pci.scan_amd_gpus(devices)]
+    assert amd == [("0000:05:00.0", "0x120000"), ("0000:83:00.0", "0x038000")]
     # Two of each vendor: the first met (by address) wins the tie; one more AMD GPU decides it.
     assert pci.count_gpus(devices, timeout=10) == (2, "AMD")
     os.makedirs(os.path.join(devices, "0000:95:00.0"))

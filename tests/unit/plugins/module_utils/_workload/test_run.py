@@ -252,9 +252,9 @@ def test_the_huggingface_fallback_reads_only_a_whole_number():
 
 
 def test_gpu_workloads_fail_when_the_gpus_could_not_be_counted_and_cpu_ones_still_run(tmp_path):
-    root = make(tmp_path, [{"name": "cpu", "scripts": "scripts/t/cpu.sh"}, {"name": "gpu", "scripts": "scripts/t/cpu.sh", "n_gpus": "1"},
-                           {"name": "all", "scripts": "scripts/t/cpu.sh", "n_gpus": "-1"}],
-               {"cpu": "", "cpu.sh": "echo 'performance: 1 samples_per_second'\n"})
+    models = [{"name": "cpu", "scripts": "scripts/t/cpu.sh"}, {"name": "gpu", "scripts": "scripts/t/cpu.sh", "n_gpus": "1"},
+              {"name": "all", "scripts": "scripts/t/cpu.sh", "n_gpus": "-1"}]
+    root = make(tmp_path, models, {"cpu": "", "cpu.sh": "echo 'performance: 1 samples_per_second'\n"})
     counter = runner(root, tmp_path)
     counter.gpus = None  # what count_gpus gives when the PCI bus did not answer in time (test_pci)
     rows = dict((r["name"], r) for r in counter.run_all(Catalogue(str(root)).select(["t"]))["workloads"])

@@ -202,8 +202,8 @@ def test_csv_fields_read_every_query_field_by_the_one_rule():
     # it has no value for ([N/A], [Not Supported]) or could not read ([Unknown Error], [GPU requires reset]).
     line = read_fixture("nvidia-smi-query", "h100-pcie-350w-lms.csv").splitlines()[1]
     assert csv_fields(line) == ["2023/08/23 08:20:40.162", "0 %", "32", "48", "46.83 W", "46.73 W", "345 MHz", "1593 MHz"]
-    planted = csv_fields(line.replace("32, 48", "[N/A], [Not Supported]").replace("46.83 W, 46.73 W",
-                                                                                "[Unknown Error], [GPU requires reset]"))
+    planted_line = line.replace("32, 48", "[N/A], [Not Supported]").replace("46.83 W, 46.73 W", "[Unknown Error], [GPU requires reset]")
+    planted = csv_fields(planted_line)
     assert planted[2:4] == [None, None] and planted[6:] == ["345 MHz", "1593 MHz"]
     assert [(type(v), v.raw) for v in planted[4:6]] == [(Unreadable, "[Unknown Error]"), (Unreadable, "[GPU requires reset]")]
     assert csv_fields("0, , N/A, Not Supported") == ["0", None, None, None]
