@@ -57,7 +57,7 @@ def clean_id(value: Any, what: str) -> str:
 
 def merged_path(report_dir: str, workflow_id: str) -> str:
     """Where the fleet_merge action leaves the merged hosts for the fleet_report callback (merged_text), which reads and
-    removes it: a merge of many hosts carried in the task's result costs Ansible ~35 ms and ~350 KB a host
+    removes it: a merge of many hosts carried in the task's result cost Ansible ~27 ms and ~220 KB a host
     (benchmarks/fleet_merge.py); the result carries the path."""
     return os.path.join(report_dir, PARTS_DIR, workflow_id, MERGED_FILE)
 
