@@ -44,25 +44,13 @@ from ansible_collections.continuum.hydra.plugins.callback import fleet_report
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import analysis, findings, history, interconnect
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats
+from ansible_collections.continuum.hydra.tests.support.helpers import CapturedDisplay
 from ansible_collections.continuum.hydra.tests.support.whole_host import whole_fleet
 
 EARLIER_RUNS = 3
 NOW = datetime.datetime(2026, 11, 26, 13, 0, 0, tzinfo=datetime.timezone.utc)
 MAX_RATIO = 1.1
 MAX_KB_PER_HOST = 12.0
-
-
-class Lines:
-    """Where the callback's display goes: the lines it printed (the terminal summary, warnings)."""
-
-    def __init__(self):
-        self.lines = []
-
-    def display(self, msg, color=None, **_kwargs):
-        self.lines.append(msg)
-
-    def warning(self, msg, **_kwargs):
-        self.lines.append("[WARNING]: " + msg)
 
 
 def settings(work_dir, n):
@@ -76,7 +64,7 @@ def settings(work_dir, n):
 def callback(fleet, work_dir):
     """The fleet_report callback as a play leaves it before its stats: every host's doctor and profile taken."""
     module = fleet_report.CallbackModule()
-    module._display = Lines()
+    module._display = CapturedDisplay()
     module._settings = settings(work_dir, len(fleet.hosts))
     module._playbook = "doctor.yml"
     module._ran_hydra_task = True

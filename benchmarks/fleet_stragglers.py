@@ -135,12 +135,12 @@ def previous_judge_history(scores, current_run, rule):
     slow, judged = {}, set()
     for key, metric, last in stragglers.complete_series(scores, current_run, runs):
         judged.add((key, metric))
-        if any(entry[2] >= 1.0 for entry in last):
+        if any(score.ratio >= 1.0 for score in last):
             continue
-        combined = sum(entry[1] for entry in last) / math.sqrt(runs)
-        mean_ratio = sum(entry[2] for entry in last) / runs
+        combined = sum(score.z for score in last) / math.sqrt(runs)
+        mean_ratio = sum(score.ratio for score in last) / runs
         if combined <= -4.0 and mean_ratio <= 1.0 - rule["history_shortfall"]:
-            slow.setdefault(key, []).append({"metric": metric, "value": last[-1][3], "median": last[-1][4],
+            slow.setdefault(key, []).append({"metric": metric, "value": last[-1].value, "median": last[-1].median,
                                              "ratio": mean_ratio, "robust_z": combined, "runs": runs, "basis": "history"})
     return slow, judged
 
@@ -255,22 +255,19 @@ def main():
     parser.add_argument("--intermittent", type=float, help="share of the faults absent from one run (heavy: 0.5)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=1, help="runs measured, the last judged with the history of the others")
+    parser.add_argument("--runs", type=int, default=1, help="runs measured, the last judged with the history of all the others")
     parser.add_argument("--rule", nargs="+", default=[], metavar="KEY=NUMBER",
                         help="straggler rule settings over the defaults (stragglers.DEFAULT_RULE): tail_quantile=0")
     parser.add_argument("--cost", action="store_true", help="time the history rule, previous and this one (heavy world, 3 runs)")
     parser.add_argument("--rounds", type=int, default=5, help="--cost: interleaved rounds")
     parser.add_argument("--bound", action="store_true", help="the most any rule can find in the world at --runs (numpy)")
     args = parser.parse_args()
-    rule = {}
-    for item in args.rule:
-        key, _sep, number = item.partition("=")
-        if key not in stragglers.DEFAULT_RULE:
-            parser.error("--rule %s: not a straggler rule setting (%s)" % (item, ", ".join(sorted(stragglers.DEFAULT_RULE))))
-        try:
-            rule[key] = float(number)
-        except ValueError:
-            parser.error("--rule %s: %r is not a number" % (item, number))
+    try:
+        rule = stragglers.parse_rule(args.rule)  # the callback's straggler_rule setting: one parser, one error text
+    except ValueError as exc:
+        parser.error("--rule %s" % exc)
+    if args.runs > 1:
+        rule[stragglers.RUNS_KEY] = args.runs  # the last run judged with the history of all the others
     if args.cost:
         cost(args.hosts, args.first_seed, args.rounds)
         return

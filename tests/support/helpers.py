@@ -14,3 +14,16 @@ def fixture_path(*parts):
 def read_fixture(*parts):
     with open(fixture_path(*parts)) as handle:
         return handle.read()
+
+
+class CapturedDisplay:
+    """Where a callback's display goes in a test or benchmark: the lines it printed (warnings prefixed as Ansible does)."""
+
+    def __init__(self):
+        self.lines = []
+
+    def display(self, msg, color=None, **_kwargs):
+        self.lines.append(msg)
+
+    def warning(self, msg, **_kwargs):
+        self.lines.append("[WARNING]: " + msg)

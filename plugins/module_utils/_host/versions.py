@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 _LEADING = re.compile(r"^(\d+(?:\.\d+)*)")
 _RELEASE = re.compile(r"\s*v?(\d+(?:\.\d+)*)")
+_DOTTED = re.compile(r"^\d+(\.\d+)*$")
 
 
 def version_tuple(text: Any) -> Optional[tuple[int, ...]]:
@@ -46,14 +47,17 @@ def release(version: Optional[str]) -> Optional[tuple[int, ...]]:
     return tuple(parts)
 
 
-def compare(left: Any, right: Any) -> Optional[int]:
-    """-1, 0 or 1 as version left is older than, the same release as, or newer than right; None if either is not one.
+def dotted(text: Optional[str]) -> Optional[tuple[int, ...]]:
+    """The whole text as a dotted version ("535.104.05" -> (535, 104, 5)); None for anything else ("535.x", "")."""
+    text = (text or "").strip()
+    return tuple(int(part) for part in text.split(".")) if _DOTTED.match(text) else None
 
-    Missing components count as 0 ("12" == "12.0", "535.104" < "535.104.05").
+
+def compare(left: tuple[int, ...], right: tuple[int, ...]) -> int:
+    """-1, 0 or 1 as version left is older than, the same release as, or newer than right.
+
+    Missing components count as 0 ((12,) == (12, 0), (535, 104) < (535, 104, 5)).
     """
-    a, b = version_tuple(left), version_tuple(right)
-    if a is None or b is None:
-        return None
-    width = max(len(a), len(b))
-    a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
-    return (a > b) - (a < b)
+    width = max(len(left), len(right))
+    left, right = left + (0,) * (width - len(left)), right + (0,) * (width - len(right))
+    return (left > right) - (left < right)

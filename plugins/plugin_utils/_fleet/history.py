@@ -45,7 +45,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._status import ERR
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import interconnect, state_files
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import DEFAULT_RULE as STRAGGLER_RULE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import JudgedSeries, judge_history, run_scores
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import JudgedSeries, RunScore, judge_history, run_scores
 
 SNAPSHOT_KIND = "continuum.hydra.fleet_history"
 SNAPSHOT_SCHEMA_VERSION = "1.0.0"
@@ -219,17 +219,22 @@ class HistoryFold:
         if self.window < 2:
             return
         samples: dict[tuple[str, str], _Pairs] = {}
+
+        def add(group: str, key: tuple[str, str], figures: Optional[Mapping[str, float]]) -> None:
+            for metric, value in (figures or {}).items():
+                pairs = samples.get((group, metric))
+                if pairs is None:  # not setdefault: a _Pairs per figure only to be dropped
+                    pairs = samples[(group, metric)] = _Pairs()
+                pairs.add(key, value)
+
         for host, record in (snap.get("hosts") or {}).items():
             class_name = record.get("class") or self.host_class.get(host)
             if class_name is None:
                 continue
-            key = ("host", host)
-            for metric, value in (record.get("figures") or {}).items():
-                samples.setdefault(("host\0" + class_name, metric), _Pairs()).add(key, value)
+            add("host\0" + class_name, ("host", host), record.get("figures"))
+            gpu_group = "gpu\0" + class_name
             for uuid, gpu in (record.get("gpus") or {}).items():
-                key = ("gpu", uuid)
-                for metric, value in (gpu.get("figures") or {}).items():
-                    samples.setdefault(("gpu\0" + class_name, metric), _Pairs()).add(key, value)
+                add(gpu_group, ("gpu", uuid), gpu.get("figures"))
         slot = run % self._slots
         for key, metric, z, ratio, value, centre in run_scores(samples, self.straggler_rule):
             owner = self._owner(key)
@@ -248,25 +253,24 @@ class HistoryFold:
         runs up to ``run`` (this one, scored); stragglers.judge_history() is the rule."""
         return judge_history(_Scores(self, run), run, self.straggler_rule)
 
-    def scores(self, key: tuple[str, str], run: int) -> dict[str, list[tuple[int, float, float, Any, Any]]]:
-        """{metric: [(run, robust z, ratio, value, class median)]} of one owner: its scores in the last ``window`` runs
-        up to ``run``, oldest first (what stragglers.judge_history reads); value and median are its latest score's,
-        given with that score only."""
+    def scores(self, key: tuple[str, str], run: int) -> dict[str, list[RunScore]]:
+        """{metric: [RunScore]} of one owner: its scores in the last ``window`` runs up to ``run``, oldest first (what
+        stragglers.judge_history reads)."""
         owner = self.owners.get(key)
         if owner is None or not self._slots:
             return {}
         numbers = owner.numbers
-        out: dict[str, list[tuple[int, float, float, Any, Any]]] = {}
+        out: dict[str, list[RunScore]] = {}
         for metric, offset in self._names[owner.names].items():
             series = []
             for past in range(max(1, run - self._slots + 1), run + 1):
                 slot = past % self._slots
                 at = offset + SUMS + 2 * slot
                 if numbers[slot] == past and not math.isnan(numbers[at]):
-                    series.append((past, numbers[at], numbers[at + 1], None, None))
+                    series.append(RunScore(past, numbers[at], numbers[at + 1]))
             if series:
                 last = offset + SUMS + 2 * self._slots
-                series[-1] = series[-1][:3] + (numbers[last], numbers[last + 1])
+                series[-1] = series[-1]._replace(value=numbers[last], median=numbers[last + 1])
                 out[metric] = series
         return out
 
@@ -360,15 +364,15 @@ class HistoryFold:
                 "repeat_offenders": offenders}
 
 
-class _Scores(Mapping[tuple[str, str], Mapping[str, list[tuple[int, float, float, Any, Any]]]]):
-    """The fold's straggler scores as stragglers.judge_history reads them ({owner: {metric: [(run, z, ratio, value,
-    median)]}}), made one owner at a time as it is read: never the whole fleet's at once."""
+class _Scores(Mapping[tuple[str, str], Mapping[str, list[RunScore]]]):
+    """The fold's straggler scores as stragglers.judge_history reads them ({owner: {metric: [RunScore]}}), made one
+    owner at a time as it is read: never the whole fleet's at once."""
 
     def __init__(self, fold: HistoryFold, run: int) -> None:
         self._fold = fold
         self._run = run
 
-    def __getitem__(self, key: tuple[str, str]) -> Mapping[str, list[tuple[int, float, float, Any, Any]]]:
+    def __getitem__(self, key: tuple[str, str]) -> Mapping[str, list[RunScore]]:
         if key not in self._fold.owners:
             raise KeyError(key)
         return self._fold.scores(key, self._run)

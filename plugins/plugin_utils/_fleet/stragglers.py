@@ -41,7 +41,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 import math
 from collections.abc import Container, Iterator, Mapping, Sequence
-from typing import Any, Optional, Protocol
+from typing import Any, NamedTuple, Optional, Protocol
 
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.figures import gpu_figures, gpu_records, host_figures, lower_is_better
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stats import Spread, median, quantile, tail_scale
@@ -143,7 +143,18 @@ def _worst_first(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(findings, key=lambda f: (f["ratio"] if f["ratio"] is not None else 0.0, f["metric"]))
 
 
-Scores = Mapping[Any, Mapping[str, Sequence[tuple[int, float, float, float, float]]]]
+class RunScore(NamedTuple):
+    """One series' score in one run: its robust z and ratio against its class; value and class median are given with
+    a series' latest score only (the finding shows them), None on the older ones."""
+
+    run: int
+    z: float
+    ratio: float
+    value: Optional[float] = None
+    median: Optional[float] = None
+
+
+Scores = Mapping[Any, Mapping[str, Sequence[RunScore]]]
 
 
 def run_scores(samples: Samples, rule: Mapping[str, float]) -> Iterator[tuple[Any, str, float, float, float, float]]:
@@ -164,19 +175,19 @@ def run_scores(samples: Samples, rule: Mapping[str, float]) -> Iterator[tuple[An
                 yield key, metric, z, ratio, value, spread.median
 
 
-def _slow_on_history(last: Sequence[tuple[int, float, float, float, float]], rule: Mapping[str, float]) -> Optional[dict[str, Any]]:
-    """The finding of one series' last N (run, z, ratio, value, median) by the history rule (module docstring), or None."""
+def _slow_on_history(last: Sequence[RunScore], rule: Mapping[str, float]) -> Optional[dict[str, Any]]:
+    """The finding of one series' last N scores by the history rule (module docstring), or None."""
     runs = len(last)
     most_ratio = 1.0 - rule["history_shortfall"]
-    slow_runs = sum(1 for entry in last if entry[1] <= rule["history_run_z"] and entry[2] <= most_ratio)
-    typical_ratio = median([entry[2] for entry in last])
+    slow_runs = sum(1 for score in last if score.z <= rule["history_run_z"] and score.ratio <= most_ratio)
+    typical_ratio = median([score.ratio for score in last])
     majority = slow_runs >= runs // 2 + 1
     if not majority:
         cap = -rule["history_z_cap"]
-        if (typical_ratio > most_ratio or any(entry[1] > rule["history_every_z"] for entry in last)
-                or sum(max(entry[1], cap) for entry in last) / runs > rule["history_mean_z"]):
+        if (typical_ratio > most_ratio or any(score.z > rule["history_every_z"] for score in last)
+                or sum(max(score.z, cap) for score in last) / runs > rule["history_mean_z"]):
             return None
-    return {"ratio": typical_ratio, "robust_z": median([entry[1] for entry in last]), "runs": runs, "slow_runs": slow_runs,
+    return {"ratio": typical_ratio, "robust_z": median([score.z for score in last]), "runs": runs, "slow_runs": slow_runs,
             "basis": "history"}
 
 
@@ -206,7 +217,7 @@ class JudgedSeries:
 
 def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -> tuple[Findings, JudgedSeries]:
     """({key: [slow metric]}, the (key, metric) series judged) by the history rule (module docstring); scores: {key:
-    {metric: [(run, z, ratio, value, median)]}}, the last runs of each series, oldest first; only series
+    {metric: [RunScore]}}, the last runs of each series, oldest first; only series
     scored in the current run and each of the runs before it are judged. A finding's ratio and robust_z are
     the medians over the runs; slow_runs counts the runs slow on their own."""
     runs = int(rule["history_runs"])
@@ -218,16 +229,16 @@ def judge_history(scores: Scores, current_run: int, rule: Mapping[str, float]) -
         judged.count += 1
         finding = _slow_on_history(last, rule)
         if finding is not None:
-            finding.update(metric=metric, value=last[-1][3], median=last[-1][4])
+            finding.update(metric=metric, value=last[-1].value, median=last[-1].median)
             slow.setdefault(key, []).append(finding)
     return slow, judged
 
 
-def _complete(last: Sequence[Any], current_run: int, runs: int) -> bool:
-    return len(last) == runs and last[-1][0] == current_run and last[0][0] == current_run - runs + 1
+def _complete(last: Sequence[RunScore], current_run: int, runs: int) -> bool:
+    return len(last) == runs and last[-1].run == current_run and last[0].run == current_run - runs + 1
 
 
-def complete_series(scores: Scores, current_run: int, runs: int) -> Iterator[tuple[Any, str, list[Any]]]:
+def complete_series(scores: Scores, current_run: int, runs: int) -> Iterator[tuple[Any, str, list[RunScore]]]:
     """(key, metric, the last ``runs`` scores) of each series scored in the current run and each of the runs before."""
     for key, per_metric in scores.items():
         for metric, series in per_metric.items():

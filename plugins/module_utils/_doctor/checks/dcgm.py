@@ -16,13 +16,13 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.probes import dcgm as dcgm_probe
+from ansible_collections.continuum.hydra.plugins.module_utils._host.versions import version_tuple
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_name, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_OK, SKIP, WARN, worst
 
@@ -45,16 +45,9 @@ ERROR_ADVICE = ("Re-run `dcgmi diag -r <level> -j` by hand: a test that failed w
                 "not a verdict on the GPUs.")
 
 
-def _version_tuple(version: Optional[str]) -> Optional[tuple[int, ...]]:
-    if not version:
-        return None
-    numbers = re.findall(r"\d+", version)
-    return tuple(int(n) for n in numbers[:3]) if numbers else None
-
-
 def new_severity_numbering(data: Mapping[str, Any]) -> bool:
     """Whether error_severity uses the 3.3.1+ numbering (4.x and 3.3.x documents without a version assumed so)."""
-    version = _version_tuple(data.get("version"))
+    version = version_tuple(data.get("version"))
     if version is not None:
         return version >= (3, 3, 1)
     return data.get("format") in ("4.x", "3.3")

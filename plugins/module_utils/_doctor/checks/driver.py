@@ -8,7 +8,6 @@ Note that this module util is **PRIVATE** to the collection. It can have
 breaking changes at any time. Do not use it from other collections or roles.
 """
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Optional
@@ -18,6 +17,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks imp
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.per_gpu import GPU_PROBES, gpu_records, vendor_envelope, vendor_gate
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
+from ansible_collections.continuum.hydra.plugins.module_utils._host.versions import compare, dotted
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_name, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_ABSENT, READ_FAILED, READ_OK, SKIP, WARN
 
@@ -28,22 +28,6 @@ DRIVER_MAX = _expect.key("driver_max")
 CUDA_MIN = _expect.key("cuda_min")
 
 
-_VERSION = re.compile(r"^\d+(\.\d+)*$")
-
-
-def _version(text: Optional[str]) -> Optional[tuple[int, ...]]:
-    """'535.104.05' -> (535, 104, 5); None for anything else."""
-    text = (text or "").strip()
-    return tuple(int(part) for part in text.split(".")) if _VERSION.match(text) else None
-
-
-def _compare(left: tuple[int, ...], right: tuple[int, ...]) -> int:
-    """-1, 0 or 1 comparing two version tuples part by part (missing parts count as 0)."""
-    size = max(len(left), len(right))
-    left, right = left + (0,) * (size - len(left)), right + (0,) * (size - len(right))
-    return (left > right) - (left < right)
-
-
 def _version_bounds(expect: Expect, *keys: str) -> tuple[dict[str, tuple[str, tuple[int, ...]]], Optional[Finding]]:
     """({key: (text, tuple)} of the version expectations given, ERROR finding naming a bad one or None)."""
     bounds = {}
@@ -51,7 +35,7 @@ def _version_bounds(expect: Expect, *keys: str) -> tuple[dict[str, tuple[str, tu
         text = _expect.get(expect, key)
         if text is None:
             continue
-        parsed = _version(text)
+        parsed = dotted(text)
         if parsed is None:
             return {}, finding(ERROR, "expect.%s: %r is not a dotted version such as 535.104.05" % (key, text),
                                remediation="Quote the version in hydra_expect.%s, e.g. \"535.104.05\"." % key)
@@ -115,7 +99,7 @@ def driver_version(probes: Probes, expect: Expect) -> Finding:
     bounds, bad = _version_bounds(expect, DRIVER_MIN, DRIVER_MAX)
     if bad:
         return bad
-    parsed = _version(version)
+    parsed = dotted(version)
     if parsed is None and smi["data"].get("vendor") == "amd":
         inbox = smi["data"].get("driver_kind") == "in-box"
         return finding(WARN if bounds else SKIP, "%s reports no amdgpu driver version%s" % (
@@ -130,10 +114,10 @@ def driver_version(probes: Probes, expect: Expect) -> Finding:
                        remediation="Check the driver installation (`nvidia-smi -q | head`)." if bounds else None)
     details = {"driver_version": version, "driver_min": bounds.get(DRIVER_MIN, (None,))[0],
                "driver_max": bounds.get(DRIVER_MAX, (None,))[0]}
-    if DRIVER_MIN in bounds and _compare(parsed, bounds[DRIVER_MIN][1]) < 0:
+    if DRIVER_MIN in bounds and compare(parsed, bounds[DRIVER_MIN][1]) < 0:
         return finding(FAIL, "driver %s is older than driver_min %s" % (version, bounds[DRIVER_MIN][0]), details,
                        remediation="Upgrade the NVIDIA driver to %s or newer." % bounds[DRIVER_MIN][0])
-    if DRIVER_MAX in bounds and _compare(parsed, bounds[DRIVER_MAX][1]) > 0:
+    if DRIVER_MAX in bounds and compare(parsed, bounds[DRIVER_MAX][1]) > 0:
         return finding(FAIL, "driver %s is newer than driver_max %s" % (version, bounds[DRIVER_MAX][0]), details,
                        remediation="Install a driver no newer than %s (or raise driver_max)." % bounds[DRIVER_MAX][0])
     where = " (within the expected range)" if bounds else " (no driver_min/driver_max expected)"
@@ -197,11 +181,11 @@ def cuda_driver_version(probes: Probes, expect: Expect) -> Finding:
     bounds, bad = _version_bounds(expect, CUDA_MIN)
     if bad:
         return bad
-    parsed = _version(version)
+    parsed = dotted(version)
     if parsed is None:
         return finding(SKIP, "nvidia-smi reports no CUDA version (%r)" % version)
     details = {"cuda_version": version, "cuda_min": bounds.get(CUDA_MIN, (None,))[0]}
-    if CUDA_MIN in bounds and _compare(parsed, bounds[CUDA_MIN][1]) < 0:
+    if CUDA_MIN in bounds and compare(parsed, bounds[CUDA_MIN][1]) < 0:
         return finding(WARN, "the driver supports CUDA up to %s, below cuda_min %s" % (version, bounds[CUDA_MIN][0]),
                        details, remediation="Upgrade the NVIDIA driver to one supporting CUDA %s." % bounds[CUDA_MIN][0])
     return finding(PASS, "the driver supports CUDA up to %s" % version, details)

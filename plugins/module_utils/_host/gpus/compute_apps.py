@@ -21,21 +21,22 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host import command
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import ProbeError
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import first_line
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import csv_fields, first_line, to_number
 from ansible_collections.continuum.hydra.plugins.module_utils._host.lines import BadLine, BadLines, parse_lines
 
 QUERY = "--query-compute-apps=pid,gpu_uuid,used_memory"
 
 
 def _app_line(line: str) -> Optional[dict[str, Any]]:
-    parts = [part.strip() for part in line.split(",")]
-    if len(parts) != 3:
+    fields = csv_fields(line)
+    if len(fields) != 3:
         return None
-    if not parts[0].isdigit():
-        raise BadLine("pid %r is not a process id" % parts[0][:40])
-    memory = parts[2].split()[0] if parts[2] else ""
-    return {"pid": int(parts[0]), "gpu_uuid": parts[1] or None,
-            "used_memory_mib": int(memory) if memory.isdigit() else None}
+    pid, uuid, memory = fields
+    if not isinstance(pid, str) or not pid.isdigit():
+        raise BadLine("pid %r is not a process id" % line.split(",", 1)[0].strip()[:40])
+    used = to_number(memory) if isinstance(memory, str) else None
+    return {"pid": int(pid), "gpu_uuid": uuid if isinstance(uuid, str) else None,
+            "used_memory_mib": used if isinstance(used, int) else None}
 
 
 def parse_compute_apps(text: str, bad: Optional[BadLines] = None) -> list[dict[str, Any]]:

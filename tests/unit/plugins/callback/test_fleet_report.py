@@ -5,22 +5,12 @@ import json
 from ansible_collections.continuum.hydra.plugins.callback.fleet_report import CallbackModule
 from ansible_collections.continuum.hydra.plugins.module_utils._status import MISSING
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import parts
-
-
-class Lines:
-    def __init__(self):
-        self.lines = []
-
-    def display(self, msg, **_kwargs):
-        self.lines.append(msg)
-
-    def warning(self, msg, **_kwargs):
-        self.lines.append("[WARNING]: " + msg)
+from ansible_collections.continuum.hydra.tests.support.helpers import CapturedDisplay
 
 
 def _callback():
     module = CallbackModule()
-    module._display = Lines()
+    module._display = CapturedDisplay()
     return module
 
 

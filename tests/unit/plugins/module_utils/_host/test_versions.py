@@ -23,8 +23,15 @@ def test_release_drops_trailing_zeros_and_labels():
     assert versions.release("rc1") is None and versions.release(None) is None
 
 
-def test_compare():
-    assert versions.compare("535.104.05", "535.104") == 1
-    assert versions.compare("12", "12.0") == 0
-    assert versions.compare("525.60.13", "535.54.03") == -1
-    assert versions.compare("garbage", "1") is None
+def test_dotted_takes_only_a_whole_dotted_version():
+    assert versions.dotted(" 535.104.05 ") == (535, 104, 5)
+    assert versions.dotted("12") == (12,)
+    for text in ("535.x", "535.", "v535", "2.5.1+cu124", "", None):
+        assert versions.dotted(text) is None
+
+
+def test_compare_pads_missing_components_with_zero():
+    assert versions.compare((535, 104, 5), (535, 104)) == 1
+    assert versions.compare((12,), (12, 0)) == 0
+    assert versions.compare((525, 60, 13), (535, 54, 3)) == -1
+    assert versions.compare((535, 54, 3), (535, 104)) == -1  # numeric, not textual

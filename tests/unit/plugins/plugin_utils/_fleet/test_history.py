@@ -244,7 +244,7 @@ def _reference_scores(snapshots, window, rule):
     and metric, fed by stragglers.run_scores on each run (the reference the compact fold must equal)."""
     from collections import deque
 
-    from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import run_scores
+    from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.stragglers import RunScore, run_scores
     recent = {}
     for run, snap in enumerate(snapshots, 1):
         samples = {}
@@ -255,7 +255,7 @@ def _reference_scores(snapshots, window, rule):
                 for metric, value in (gpu.get("figures") or {}).items():
                     samples.setdefault(("gpu\0" + record["class"], metric), []).append((("gpu", uuid), value))
         for key, metric, z, ratio, value, centre in run_scores(samples, rule):
-            recent.setdefault(key, {}).setdefault(metric, deque(maxlen=window)).append((run, z, ratio, value, centre))
+            recent.setdefault(key, {}).setdefault(metric, deque(maxlen=window)).append(RunScore(run, z, ratio, value, centre))
     return recent
 
 

@@ -13,7 +13,7 @@ RULE = stragglers.DEFAULT_RULE
 
 def _judge(runs):
     """judge_history on one host's triad_gbps scored in runs 1..N as [(robust z, ratio)]; its finding or None."""
-    series = [(run, z, ratio, 90.0 * ratio, 90.0) for run, (z, ratio) in enumerate(runs, 1)]
+    series = [stragglers.RunScore(run, z, ratio, 90.0 * ratio, 90.0) for run, (z, ratio) in enumerate(runs, 1)]
     slow, judged = stragglers.judge_history({("host", "h"): {"triad_gbps": series}}, len(runs), dict(RULE, history_runs=len(runs)))
     assert judged.count == 1 and (("host", "h"), "triad_gbps") in judged and (("host", "h"), "read_iops") not in judged
     findings = slow.get(("host", "h"), [])
@@ -57,11 +57,11 @@ def test_five_runs_need_three_slow_runs():
 
 
 def test_a_series_missing_a_run_is_not_judged():
-    series = [(1, -5.0, 0.8, 72.0, 90.0), (3, -5.0, 0.8, 72.0, 90.0)]
+    series = [stragglers.RunScore(1, -5.0, 0.8, 72.0, 90.0), stragglers.RunScore(3, -5.0, 0.8, 72.0, 90.0)]
     slow, judged = stragglers.judge_history({("host", "h"): {"triad_gbps": series}}, 3, RULE)
     assert slow == {} and not judged and (("host", "h"), "triad_gbps") not in judged
     # the same series complete (runs 1-3) is judged; one run short of the window (runs 2-3) is not
-    complete = [(1, -5.0, 0.8, 72.0, 90.0)] + [(run, -5.0, 0.8, 72.0, 90.0) for run in (2, 3)]
+    complete = [stragglers.RunScore(run, -5.0, 0.8, 72.0, 90.0) for run in (1, 2, 3)]
     assert (("host", "h"), "triad_gbps") in stragglers.judge_history({("host", "h"): {"triad_gbps": complete}}, 3, RULE)[1]
     assert (("host", "h"), "triad_gbps") not in stragglers.judge_history({("host", "h"): {"triad_gbps": complete[1:]}}, 3, RULE)[1]
 
