@@ -18,6 +18,11 @@ description:
     checks as C(fabric.collective) and C(fabric.link), as it does in the fleet report. C(proof), when there is one, is the short
     proof of a failing check that has one (the rounds, figure and proven-good partner that isolated a slow host), which
     the SLURM gate appends to its C(hydra:) drain reason.
+  - From a fleet report, a host's open interconnect findings (C(findings) with an C(interconnect.*) id, judged
+    across runs and hosts by the fleet analysis, docs/interconnect.md) join its checks unless O(interconnect=false):
+    an open C(FAIL) (a link_downed increment, an error rate over its fatal limit, a port down where its peers have it
+    up, GPUs off their NVLink domain) makes the host V(failed), an open C(WARN) a healthy host V(warning); its subject
+    and message are the proof. Doctor's verdict of one run cannot see these; registered results carry none.
 author:
   - continuum.hydra developers (@continuum-hydra)
 options:
@@ -41,6 +46,10 @@ options:
         fabric verdict is added.
     type: str
     default: hydra_fabric_plan
+  interconnect:
+    description: Whether a fleet report's open interconnect findings join each host's outcome (fleet report input only).
+    type: bool
+    default: true
 seealso:
   - module: continuum.hydra.doctor
   - module: continuum.hydra.slurm_gate_apply
@@ -54,6 +63,11 @@ EXAMPLES = r"""
 - name: Outcomes from a saved fleet report
   ansible.builtin.debug:
     msg: "{{ lookup('ansible.builtin.file', 'reports/fleet-report.json') | from_json | continuum.hydra.doctor_outcomes }}"
+
+- name: Doctor's verdicts alone, open interconnect findings left out
+  ansible.builtin.debug:
+    msg: "{{ lookup('ansible.builtin.file', 'reports/fleet-report.json') | from_json
+             | continuum.hydra.doctor_outcomes(interconnect=false) }}"
 """
 
 RETURN = r"""
@@ -63,7 +77,10 @@ _value:
   sample: {"gpu-a": {"status": "failed", "failing_checks": ["gpu.ecc_errors"], "warning_checks": [],
                      "message": "doctor: failed"},
            "gpu-b": {"status": "failed", "failing_checks": ["fabric.collective"], "warning_checks": [],
-                     "message": "doctor: failed", "proof": "rounds 1,2,4: 0.0025<0.02 GB/s with gpu-c"}}
+                     "message": "doctor: failed", "proof": "rounds 1,2,4: 0.0025<0.02 GB/s with gpu-c"},
+           "gpu-c": {"status": "failed", "failing_checks": ["interconnect.ib_errors"], "warning_checks": [],
+                     "message": "doctor: healthy; interconnect: 1 open finding",
+                     "proof": "mlx5_0 port 1: link_downed +2 since the last run (24.0 h)"}}
 """
 
 from collections.abc import Callable, Iterable, Mapping
@@ -74,16 +91,23 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.continuum.hydra.plugins.module_utils._status import (
     ALL_HOST_STATUSES,
     ERRORED,
+    FAIL,
+    FAILED,
+    HEALTHY,
     HOST_VERDICTS,
     MISSING,
     TASK_FAILED,
     UNCHECKED,
     UNKNOWN,
     UNREACHABLE,
+    WARN,
+    WARNING,
 )
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.interconnect import FINDING_IDS
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import FleetCollector, reported_checks
 
 FLEET_REPORT_KIND = "continuum.hydra.fleet_report"
+INTERCONNECT_IDS = frozenset(FINDING_IDS.values())
 
 
 def _outcome(status: str, message: str, failing: Iterable[str] = (), warning: Iterable[str] = (),
@@ -101,7 +125,8 @@ def _proof(entry: Mapping[str, Any]) -> Optional[str]:
     return "; ".join(proofs) or None
 
 
-def from_fleet_report_host(entry: Mapping[str, Any]) -> dict[str, Any]:
+def from_fleet_report_host(entry: Mapping[str, Any], interconnect: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """One host of a fleet report; interconnect: its open interconnect findings (_open_interconnect)."""
     status = entry.get("status")
     if status == TASK_FAILED:
         return _outcome(ERRORED, "doctor task failed: %s" % (entry.get("message") or "no message"))
@@ -111,18 +136,47 @@ def from_fleet_report_host(entry: Mapping[str, Any]) -> dict[str, Any]:
     if status not in HOST_VERDICTS + (UNREACHABLE,):
         raise AnsibleFilterError("doctor_outcomes: fleet report host status %r is not one of %s"
                                  % (status, ", ".join(ALL_HOST_STATUSES)))
-    return _outcome(status, entry.get("message") or "doctor: %s" % status,
-                    failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [], proof=_proof(entry))
+    outcome = _outcome(status, entry.get("message") or "doctor: %s" % status,
+                       failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [], proof=_proof(entry))
+    failing = [f for f in interconnect if f.get("status") == FAIL]
+    warning = [f for f in interconnect if f.get("status") == WARN]
+    if status == UNREACHABLE or not (failing or warning):
+        return outcome  # an unreachable node is the gate's unreachable policy's, whatever its links did before
+    if failing:
+        outcome["status"] = FAILED
+    elif status == HEALTHY:
+        outcome["status"] = WARNING
+    outcome["failing_checks"] = sorted(set(outcome["failing_checks"]) | set(f["check_id"] for f in failing))
+    outcome["warning_checks"] = sorted(set(outcome["warning_checks"]) | set(f["check_id"] for f in warning))
+    count = len(failing) + len(warning)
+    outcome["message"] = "%s; interconnect: %d open finding%s" % (outcome["message"], count, "" if count == 1 else "s")
+    proofs = [outcome.get("proof")] + ["%s: %s" % (f.get("subject"), f.get("message")) for f in failing]
+    if failing:
+        outcome["proof"] = "; ".join(p for p in proofs if p)
+    return outcome
+
+
+def _open_interconnect(report: Mapping[str, Any]) -> dict[str, list[Mapping[str, Any]]]:
+    """{host: its open interconnect findings} of a fleet report's findings store: rates, flaps, ports against their
+    peers and NVLink domains, judged across runs and hosts (_fleet/interconnect.py), open until cleared or acknowledged."""
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for found in report.get("findings") or []:
+        if isinstance(found, Mapping) and found.get("open") and found.get("check_id") in INTERCONNECT_IDS:
+            out.setdefault(str(found.get("host")), []).append(found)
+    return out
 
 
 def doctor_outcomes(source: Any, hosts: Optional[Iterable[str]] = None, result_var: str = "hydra_doctor",
-                    fabric_var: str = "hydra_fabric_plan") -> dict[str, dict[str, Any]]:
+                    fabric_var: str = "hydra_fabric_plan", interconnect: bool = True) -> dict[str, dict[str, Any]]:
     if hosts is not None and (isinstance(hosts, (str, bytes)) or not hasattr(hosts, "__iter__")):
         raise AnsibleFilterError("doctor_outcomes: hosts must be a list of host names, got %r" % (hosts,))
+    if not isinstance(interconnect, bool):
+        raise AnsibleFilterError("doctor_outcomes: interconnect must be true or false, got %r" % (interconnect,))
     if isinstance(source, dict) and source.get("kind") == FLEET_REPORT_KIND:
         report_hosts = source.get("hosts") or {}
         names = list(hosts) if hosts is not None else sorted(report_hosts)
-        return dict((name, from_fleet_report_host(report_hosts[name]) if name in report_hosts
+        links = _open_interconnect(source) if interconnect else {}
+        return dict((name, from_fleet_report_host(report_hosts[name], links.get(name, ())) if name in report_hosts
                      else _outcome(UNKNOWN, "not in the fleet report")) for name in names)
     if hosts is None:
         raise AnsibleFilterError("doctor_outcomes: give the hosts to report on (hostvars | doctor_outcomes(hosts)), "

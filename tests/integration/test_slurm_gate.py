@@ -179,6 +179,27 @@ def test_decides_from_a_saved_fleet_report(cluster, host_bins, tmp_path):
     assert "leave  node4 (gpu-d): doctor error (gpu.nvml_available): could not judge, state kept (IDLE+DRAIN" in out
 
 
+def test_a_saved_reports_open_interconnect_fail_drains_a_node_doctor_passed(cluster, host_bins, tmp_path):
+    # Issue 26: a link that went down between two runs is the fleet analysis' finding, not doctor's one-run verdict;
+    # from a saved report it drains the node with the port in the reason (slurm_gate_interconnect=false: doctor's alone).
+    healthy = {"status": "healthy", "message": None, "failing_checks": [], "warning_checks": []}
+    report = {"schema_version": "1.0.0", "kind": "continuum.hydra.fleet_report",
+              "hosts": dict((host, dict(healthy)) for host in HOSTS), "findings": [
+                  {"host": "gpu-c", "check_id": "interconnect.ib_errors", "subject": "mlx5_0 port 1", "status": "FAIL",
+                   "message": "link_downed +2 since the last run (24.0 h)", "open": True, "clears_after": 3},
+                  {"host": "gpu-a", "check_id": "interconnect.flap", "subject": "mlx5_0 port 1", "status": "WARN",
+                   "message": "state ACTIVE -> DOWN since the last run", "open": True, "clears_after": 3}]}
+    path = tmp_path / "fleet-report.json"
+    path.write_text(json.dumps(report))
+    proc, out = run_gate(tmp_path, cluster, host_bins, slurm_gate_fleet_report=str(path), slurm_gate_interconnect=False)
+    assert proc.returncode == 0, out[-5000:]
+    assert not any(drained for drained, _reason in node_states(cluster).values())
+    proc, out = run_gate(tmp_path, cluster, host_bins, slurm_gate_fleet_report=str(path))
+    assert proc.returncode == 0, out[-5000:]
+    assert node_states(cluster) == {"node1": (False, None), "node2": (False, None), "node4": (False, None), "node3": (
+        True, "hydra: interconnect.ib_errors mlx5_0 port 1: link_downed +2 since the last run (24.0 h)")}
+
+
 _ADMIN_BETWEEN_PLAN_AND_CHANGE = """#!/bin/sh
 # The real scontrol; on the gate's first read of every node (its plan), an admin drains two nodes right after.
 out=$("%(real)s" "$@"); rc=$?

@@ -55,6 +55,51 @@ def test_fleet_report():
     assert doctor_outcomes(report, ["a", "z"])["z"]["status"] == "unknown"
 
 
+def _link_finding(host, check_id, status, open_=True, subject="mlx5_0 port 1", message="link_downed +2 since the last run (24.0 h)"):
+    """A finding of the report's store as findings.update_store leaves an interconnect one."""
+    return {"host": host, "check_id": check_id, "subject": subject, "status": status, "message": message, "open": open_,
+            "clears_after": 3}
+
+
+def test_open_interconnect_findings_of_a_fleet_report_join_the_hosts_outcome():
+    """Doctor's one-run verdict cannot see a link that went down between runs: a saved report's open interconnect
+    FAIL makes the host failed (the gate drains it, the proof in its reason), an open WARN a healthy host warning;
+    closed findings, other checks' findings and unreachable hosts are left as doctor's."""
+    healthy = {"status": "healthy", "message": None, "failing_checks": [], "warning_checks": []}
+    report = {"kind": "continuum.hydra.fleet_report", "hosts": dict(
+        (name, dict(healthy)) for name in ("downed", "flapped", "closed", "gpu-only", "gone")), "findings": [
+        _link_finding("downed", "interconnect.ib_errors", "FAIL"),
+        _link_finding("downed", "interconnect.flap", "WARN", message="state ACTIVE -> DOWN since the last run"),
+        _link_finding("flapped", "interconnect.flap", "WARN"),
+        _link_finding("closed", "interconnect.ib_errors", "FAIL", open_=False),
+        dict(_link_finding("gpu-only", "gpu.ecc_errors", "FAIL"), subject=None),
+        _link_finding("gone", "interconnect.ib_errors", "FAIL"),
+    ]}
+    report["hosts"]["gone"] = {"status": "unreachable", "message": "timed out", "failing_checks": [], "warning_checks": []}
+    out = doctor_outcomes(report)
+    assert out["downed"] == {"status": "failed", "failing_checks": ["interconnect.ib_errors"],
+                             "warning_checks": ["interconnect.flap"], "message": "doctor: healthy; interconnect: 2 open findings",
+                             "proof": "mlx5_0 port 1: link_downed +2 since the last run (24.0 h)"}
+    assert out["flapped"]["status"] == "warning" and out["flapped"]["warning_checks"] == ["interconnect.flap"]
+    assert "proof" not in out["flapped"]
+    for host, status in (("closed", "healthy"), ("gpu-only", "healthy"), ("gone", "unreachable")):
+        assert out[host]["status"] == status and out[host]["failing_checks"] == [], host
+    # doctor's verdicts alone when asked
+    assert doctor_outcomes(report, interconnect=False)["downed"]["status"] == "healthy"
+    with pytest.raises(AnsibleFilterError, match="interconnect must be true or false, got 'no'"):
+        doctor_outcomes(report, interconnect="no")
+
+
+def test_an_interconnect_fail_adds_to_a_failing_hosts_checks_and_proof():
+    report = {"kind": "continuum.hydra.fleet_report", "hosts": {"h": {
+        "status": "failed", "message": None, "failing_checks": ["fabric.collective"], "warning_checks": [],
+        "doctor": {"checks": [{"id": "fabric.collective", "status": "FAIL", "details": {"proof": "rounds 1,2: 0.1<0.5 GB/s"}}]}}},
+        "findings": [_link_finding("h", "interconnect.peer_ports", "FAIL", subject="mlx5_1 port 1", message="DOWN")]}
+    out = doctor_outcomes(report)["h"]
+    assert out["failing_checks"] == ["fabric.collective", "interconnect.peer_ports"]
+    assert out["proof"] == "rounds 1,2: 0.1<0.5 GB/s; mlx5_1 port 1: DOWN"
+
+
 @pytest.mark.parametrize("source, hosts, message", [
     ({}, None, "doctor_outcomes: give the hosts to report on"),
     ({}, "gpu-a", "doctor_outcomes: hosts must be a list of host names, got 'gpu-a'"),
