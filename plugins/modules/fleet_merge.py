@@ -74,7 +74,7 @@ merged_file:
       hosts are not in the result - a result of many hosts cost Ansible about 27 ms and 220 KB a host.
   returned: success
   type: str
-  sample: /srv/reports/parts/77/merged.json
+  sample: /srv/reports/parts/77/merged.jsonl
 merge:
   description: The workflow id, the job ids merged, those only from artifacts, the parts ignored, the missing count.
   returned: success

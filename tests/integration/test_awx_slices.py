@@ -96,7 +96,7 @@ def test_merged_report_has_every_host_the_failure_and_the_missing_slice(merged):
     for name in ("fleet-report.html", "fleet-report.md", "fleet-report.junit.xml", "fleet-report.prom"):
         assert os.path.exists(os.path.join(report_dir, name))
     # the hosts came to the callback in the action's file, not in the task's result, and the callback removed it
-    assert not os.path.exists(os.path.join(report_dir, "parts", "77", "merged.json"))
+    assert not os.path.exists(os.path.join(report_dir, "parts", "77", "merged.jsonl"))
 
 
 def test_corrupt_part_is_one_problem_line_and_merged_stats_not_ok(merged):

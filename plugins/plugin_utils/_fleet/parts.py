@@ -26,7 +26,7 @@ from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report impo
 PART_KIND = "continuum.hydra.fleet_part"
 PART_SCHEMA_VERSION = "1.0.0"
 MERGED_KIND = "continuum.hydra.fleet_merged"
-MERGED_FILE = "merged.json"  # not a job-*.json: never read as a part
+MERGED_FILE = "merged.jsonl"  # not a job-*.json: never read as a part
 PARTS_DIR = "parts"
 STATS_PREFIX = "hydra_fleet_part_"
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -63,27 +63,39 @@ def merged_path(report_dir: str, workflow_id: str) -> str:
 
 
 def merged_text(merged: Mapping[str, Any]) -> Iterator[str]:
-    """merge()'s result as JSON, one host at a time: {"kind", "groups", "hosts", "merge"}."""
-    yield '{"kind":%s,"merge":%s,"groups":%s,"hosts":{' % (json.dumps(MERGED_KIND), json.dumps(merged["merge"]), json.dumps(merged["groups"]))
-    for n, name in enumerate(merged["hosts"]):
-        yield "%s%s:%s" % ("," if n else "", json.dumps(name), json.dumps(merged["hosts"][name], separators=(",", ":")))
-    yield "}}\n"
-
-
-def parse_merged(text: str) -> dict[str, Any]:
-    """merged_text()'s content, checked; PartError says what is wrong."""
-    try:
-        merged = json.loads(text)
-    except ValueError as exc:
-        raise PartError("not JSON (%s)" % " ".join(str(exc).split())) from exc
-    if not isinstance(merged, dict) or merged.get("kind") != MERGED_KIND or not isinstance(merged.get("hosts"), dict):
-        raise PartError("not the merged hosts of fleet_merge (its kind is not %s)" % MERGED_KIND)
+    """merge()'s result as JSON lines: {"kind", "merge", "groups", "hosts": how many}, then [name, entry] per host, so
+    that its reader holds one host's text at a time (parse_merged)."""
+    header = {"kind": MERGED_KIND, "merge": merged["merge"], "groups": merged["groups"], "hosts": len(merged["hosts"])}
+    yield json.dumps(header, separators=(",", ":")) + "\n"
     for name, entry in merged["hosts"].items():
-        if not isinstance(entry, dict) or entry.get("status") not in ALL_HOST_STATUSES:
-            raise PartError("host %r has no valid status" % name)
-    if not isinstance(merged.get("groups"), dict):
-        merged["groups"] = {}
-    return merged
+        yield json.dumps([name, entry], separators=(",", ":")) + "\n"
+
+
+def _json_line(line: str, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError as exc:
+        raise PartError("%s is not JSON (%s)" % (where, " ".join(str(exc).split()))) from exc
+
+
+def parse_merged(lines: Iterable[str]) -> dict[str, Any]:
+    """merged_text()'s lines, checked one at a time; PartError says what is wrong (a file cut short included)."""
+    lines = iter(lines)
+    header = _json_line(next(lines, ""), "line 1")
+    if not isinstance(header, dict) or header.get("kind") != MERGED_KIND or not isinstance(header.get("hosts"), int):
+        raise PartError("not the merged hosts of fleet_merge (its kind is not %s)" % MERGED_KIND)
+    hosts: dict[str, Any] = {}
+    for number, line in enumerate(lines, 2):
+        pair = _json_line(line, "line %d" % number)
+        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[0], str) and isinstance(pair[1], dict)):
+            raise PartError("line %d is not [host, entry]" % number)
+        if pair[1].get("status") not in ALL_HOST_STATUSES:
+            raise PartError("host %r has no valid status" % pair[0])
+        hosts[pair[0]] = pair[1]
+    if len(hosts) != header["hosts"]:
+        raise PartError("%d hosts of the %d written: the file ends early" % (len(hosts), header["hosts"]))
+    return {"kind": MERGED_KIND, "merge": header.get("merge"), "hosts": hosts,
+            "groups": header["groups"] if isinstance(header.get("groups"), dict) else {}}
 
 
 def part_path(report_dir: str, workflow_id: str, job_id: str) -> str:

@@ -16,7 +16,7 @@ def _callback():
 
 def test_the_merged_hosts_are_taken_from_the_file_which_is_then_removed(tmp_path):
     merged = parts.merge([], {}, "77", ["n1", "n2"], [])
-    path = tmp_path / "merged.json"
+    path = tmp_path / "merged.jsonl"
     path.write_text("".join(parts.merged_text(merged)))
     module = _callback()
     module._take_merge({"merged_file": str(path), "merge": merged["merge"], "problems": ["parts: job-9.json is corrupt"]})
@@ -26,7 +26,7 @@ def test_the_merged_hosts_are_taken_from_the_file_which_is_then_removed(tmp_path
 
 
 def test_an_unreadable_merged_file_is_one_problem_line_never_an_error(tmp_path):
-    path = tmp_path / "merged.json"
+    path = tmp_path / "merged.jsonl"
     path.write_text(json.dumps({"kind": "something else"}))
     module = _callback()
     module._take_merge({"merged_file": str(path), "merge": {"missing": 0}})

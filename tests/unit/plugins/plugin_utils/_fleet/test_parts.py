@@ -178,13 +178,17 @@ def test_part_files_are_read_one_at_a_time_in_name_order_and_an_unreadable_one_i
 def test_the_merged_hosts_go_to_the_callback_as_written_and_a_bad_file_is_one_error():
     problems = []
     merged = parts.merge([("a", _part("77", "1", {"h1": TASK_FAILED, "h2": "unreachable"}))], {}, "77", ["h1", "h2", "h3"], problems)
-    text = "".join(parts.merged_text(merged))
-    assert json.loads(text)["hosts"] == merged["hosts"]  # every host, as merged, in name order
-    back = parts.parse_merged(text)
+    lines = list(parts.merged_text(merged))
+    assert [json.loads(line)[0] for line in lines[1:]] == list(merged["hosts"])  # one host a line, in name order
+    back = parts.parse_merged(lines)
     assert back["hosts"] == merged["hosts"] and back["merge"] == merged["merge"] and back["groups"] == {}
-    assert parts.merged_path("/srv/reports", "77") == "/srv/reports/parts/77/merged.json"
+    assert parts.merged_path("/srv/reports", "77") == "/srv/reports/parts/77/merged.jsonl"
     assert not parts._PART_FILE.match(parts.MERGED_FILE)  # never taken for a slice's part
-    for bad, why in ((text[:-10], "not JSON"), (_part("77", "1", {"h1": TASK_FAILED}), "not the merged hosts"),
-                     (text.replace('"task_failed"', '"fine"'), "host 'h1' has no valid status")):
+    for bad, why in ((lines[:-1], "2 hosts of the 3 written: the file ends early"),
+                     (lines[:-1] + [lines[-1][:-10]], "line 4 is not JSON"),
+                     ([_part("77", "1", {"h1": TASK_FAILED})], "not the merged hosts"),
+                     ([], "line 1 is not JSON"),
+                     (lines[:1] + ['{"h1": {}}\n'], "line 2 is not \\[host, entry\\]"),
+                     ([line.replace('"task_failed"', '"fine"') for line in lines], "host 'h1' has no valid status")):
         with pytest.raises(parts.PartError, match=why):
             parts.parse_merged(bad)

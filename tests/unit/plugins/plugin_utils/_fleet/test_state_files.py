@@ -7,11 +7,15 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import threading
 
 import pytest
 
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import coverage, findings, state_files
+from ansible_collections.continuum.hydra.tests.support import hung_mount
+from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 
 
 @pytest.fixture
@@ -78,6 +82,42 @@ def test_reading_what_is_not_a_regular_file_is_refused_at_once(tmp_path):
         state_files.read_text(str(tmp_path))
     with pytest.raises(FileNotFoundError):
         state_files.read_text(str(tmp_path / "missing"))
+
+
+def test_read_lines_gives_each_line_and_refuses_what_read_text_refuses(tmp_path):
+    path = tmp_path / "merged.jsonl"
+    lines = ["[%d]\n" % n for n in range(state_files.LINES_AHEAD * 3)] + ["last line without a newline"]
+    path.write_text("".join(lines))
+    assert list(state_files.read_lines(str(path))) == lines
+    os.mkfifo(tmp_path / "fifo")
+    for where, error, match in (("fifo", state_files.StateFileError, "fifo is a FIFO"), ("missing", FileNotFoundError, "missing"),
+                                (".", state_files.StateFileError, "is a directory")):
+        with pytest.raises(error, match=match):
+            list(state_files.read_lines(str(tmp_path / where)))
+
+
+def test_a_caller_that_stops_reading_lets_the_reader_thread_go(tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_text("x\n" * (state_files.LINES_AHEAD * 10))
+    lines = state_files.read_lines(str(path))
+    assert next(lines) == "x\n"
+    lines.close()  # the reader is blocked on a full queue: it must notice and end, not hold the file for ever
+    readers = [t for t in threading.enumerate() if t.name == "hydra-read(%s)" % path]
+    for thread in readers:
+        thread.join(10)
+    assert not any(thread.is_alive() for thread in readers)
+
+
+@pytest.mark.skipif(hung_mount.available() is not None, reason=str(hung_mount.available()))
+def test_read_lines_on_a_hung_mount_ends_with_read_timed_out(tmp_path):
+    mount = str(tmp_path / "hung")
+    script = ("from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import state_files\n"
+              "try:\n    list(state_files.read_lines(%r, 1.0))\nexcept state_files.ReadTimedOut as exc:\n    print('timed out:', exc)\n"
+              % os.path.join(mount, "merged.jsonl"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "collections"))
+    proc = subprocess.run(hung_mount.command(mount, [sys.executable, "-c", script]), env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "timed out: read(%s/merged.jsonl) timed out after 1s" % mount in proc.stdout, proc.stdout + proc.stderr
 
 
 def _report(when, host, status):
