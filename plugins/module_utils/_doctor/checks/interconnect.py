@@ -195,16 +195,39 @@ def pcie_aer(probes: Probes, expect: Expect) -> Finding:
 
 # ---------------------------------------------------------------- multi-node NVLink fabric
 
+# The cluster UUID of a GPU in no multi-node NVLink domain: HGX H100 and B200 GPUs (one node's NVSwitches) report
+# state Completed, status Success, clique 0 and this UUID (tests/fixtures/k8s-test-infra/).
+NO_CLUSTER = "00000000-0000-0000-0000-000000000000"
+# The fabric health conditions beside summary and bandwidth, each True while it holds; driver 570 writes only these.
+FABRIC_CONDITIONS = (("route_recovery", "route recovery in progress"), ("route_unhealthy", "route unhealthy"),
+                     ("access_timeout_recovery", "access timeout recovery"))
+
+
+def _fabric_faults(row: Mapping[str, Any]) -> list[str]:
+    """What the GPU's fabric health block reports wrong: an Unhealthy or Limited Capacity summary, Degraded
+    bandwidth, a condition that holds, a configuration fault; empty when none."""
+    faults = [label for key, label in FABRIC_CONDITIONS if row[key] is True]
+    if row["incorrect_configuration"] not in (None, "None"):
+        faults.append("incorrect configuration %s" % row["incorrect_configuration"])
+    if faults or row["health_summary"] in ("Unhealthy", "Limited Capacity") or row["bandwidth"] == "Degraded":
+        return ["%s, bandwidth %s" % (row["health_summary"] or "no summary", row["bandwidth"] or "N/A")] + faults
+    return []
+
+
 @check("gpu.fabric_state", "NVLink fabric state (GB200/GB300)", requires=("nvidia_smi",), uses=("nvidia_pci",))
 def fabric_state(probes: Probes, expect: Expect) -> Finding:
     """Reads each GPU's NVLink fabric block from `nvidia-smi -q -x` (driver 550+): state, status, clique id,
-    cluster UUID, health summary and bandwidth.
+    cluster UUID and health (summary, bandwidth, the route and access-timeout conditions, configuration).
 
     On hosts whose GPUs join a multi-node NVLink fabric (GB200/GB300 NVL racks: no NVSwitch on the host's
-    PCI bus): FAIL when a GPU's fabric state is not Completed or its status not Success; WARN when its health
-    summary is Unhealthy or Limited Capacity or its bandwidth Degraded, or when the host's GPUs disagree on
-    the clique id or cluster UUID. PASS otherwise, naming the cluster and clique. The fleet report then
-    requires one cluster UUID and one clique id across the hosts of one `nvlink_domain` (a rack group).
+    PCI bus): FAIL when a GPU's fabric state is not Completed or its status not Success (the status is the
+    fabric probe's NVML result: `Insufficient Resources` is a failed registration, not an unreadable value);
+    WARN when its health summary is Unhealthy or Limited Capacity, its bandwidth Degraded, a route recovery,
+    unhealthy route or access-timeout recovery holds, or its configuration is reported incorrect, and when the
+    host's GPUs disagree on the clique id or cluster UUID. PASS otherwise, naming the cluster and clique. The
+    fleet report then requires one cluster UUID and one clique id across the hosts of one `nvlink_domain` (a
+    rack group). A cluster UUID of all zeros is a GPU in no multi-node domain: SKIP (a single-node NVLink
+    fabric, e.g. HGX H100 or B200 seen without its NVSwitches), FAIL when the host has an `nvlink_domain`.
     SKIP when no GPU reports a fabric state, and on NVSwitch hosts (gpu.fabric_manager judges those).
     Remediation: check the IMEX / NVLink fabric service of the rack (`nvidia-smi -q | grep -A8 Fabric`), then reset the GPUs.
     """
@@ -215,7 +238,8 @@ def fabric_state(probes: Probes, expect: Expect) -> Finding:
     reporting = [g for g in gpus if (g.get("fabric") or {}).get("state") is not None]
     if not reporting:
         return finding(SKIP, "no GPU reports an NVLink fabric state (not a multi-node NVLink system, or a driver before 550)")
-    fields = ("state", "status", "clique_id", "cluster_uuid", "health_summary", "bandwidth")
+    fields = ("state", "status", "clique_id", "cluster_uuid", "health_summary", "bandwidth",
+              "incorrect_configuration") + tuple(key for key, _label in FABRIC_CONDITIONS)
     rows = [dict(gpu_ref(g), **dict((k, g["fabric"].get(k)) for k in fields)) for g in reporting]
     domain = _expect.get(expect, NVLINK_DOMAIN)
     remedy = ("Check the rack's NVLink fabric service (IMEX and the NVLink switch trays' fabric manager), read "
@@ -225,12 +249,20 @@ def fabric_state(probes: Probes, expect: Expect) -> Finding:
         named = "; ".join("GPU %s state %s, status %s" % (r["index"], r["state"], r["status"]) for r in untrained[:NAMED])
         return finding(FAIL, "%d GPU(s) not on the NVLink fabric: %s" % (len(untrained), named),
                        {"gpus": untrained, "nvlink_domain": domain}, remedy)
-    unhealthy = [r for r in rows if r["health_summary"] in ("Unhealthy", "Limited Capacity") or r["bandwidth"] == "Degraded"]
+    unclustered = [r for r in rows if r["cluster_uuid"] == NO_CLUSTER]
+    if unclustered and domain:
+        return finding(FAIL, "%d GPU(s) in no NVLink domain (cluster UUID %s, clique %s) on a host of NVLink domain %s: GPU %s" % (
+            len(unclustered), NO_CLUSTER, unclustered[0]["clique_id"], domain, ", ".join(str(r["index"]) for r in unclustered)),
+            {"gpus": unclustered, "nvlink_domain": domain}, remedy)
+    if len(unclustered) == len(rows):
+        return finding(SKIP, "%d GPU(s) on a single-node NVLink fabric (cluster UUID %s): not a multi-node NVLink system" % (
+            len(rows), NO_CLUSTER))
+    unhealthy = [dict(r, faults=faults) for r, faults in ((r, _fabric_faults(r)) for r in rows) if faults]
     clusters = sorted(set(str(r["cluster_uuid"]) for r in rows))
     cliques = sorted(set(str(r["clique_id"]) for r in rows))
     details = {"gpus": rows, "nvlink_domain": domain}
     if unhealthy:
-        named = "; ".join("GPU %s %s, bandwidth %s" % (r["index"], r["health_summary"], r["bandwidth"]) for r in unhealthy[:NAMED])
+        named = "; ".join("GPU %s %s" % (r["index"], ", ".join(r["faults"])) for r in unhealthy[:NAMED])
         return finding(WARN, "fabric health of %d GPU(s): %s" % (len(unhealthy), named), dict(details, gpus=unhealthy), remedy)
     if len(clusters) > 1 or len(cliques) > 1:
         return finding(WARN, "the host's GPUs disagree: cluster UUID %s, clique %s" % (" / ".join(clusters), " / ".join(cliques)),

@@ -338,16 +338,29 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
         "applications_clocks": _clocks(gpu.find("applications_clocks")),
         "default_applications_clocks": _clocks(gpu.find("default_applications_clocks")),
         # Multi-node NVLink (GB200/GB300, driver 550+): the partition (clique) and NVLink domain (cluster UUID) the
-        # GPU joined, and the fabric's own health summary and bandwidth (Full / Degraded).
-        "fabric": {"state": value_at(gpu, "fabric/state"), "status": value_at(gpu, "fabric/status"),
+        # GPU joined, and the fabric's own health: a summary (driver 580; 570.124.06 writes only the conditions),
+        # bandwidth (Full / Degraded), the route and access-timeout conditions (True / False), a configuration fault.
+        "fabric": {"state": value_at(gpu, "fabric/state"), "status": _fabric_status(gpu),
                    "clique_id": number_at(gpu, "fabric/cliqueId"), "cluster_uuid": value_at(gpu, "fabric/clusterUuid"),
                    "health_summary": value_at(gpu, "fabric/health/summary"),
-                   "bandwidth": value_at(gpu, "fabric/health/bandwidth")},
+                   "bandwidth": value_at(gpu, "fabric/health/bandwidth"),
+                   "route_recovery": flag_at(gpu, "fabric/health/route_recovery_in_progress"),
+                   "route_unhealthy": flag_at(gpu, "fabric/health/route_unhealthy"),
+                   "access_timeout_recovery": flag_at(gpu, "fabric/health/access_timeout_recovery"),
+                   "incorrect_configuration": value_at(gpu, "fabric/health/incorrect_configuration")},
     }
     unreadable: dict[str, str] = {}
     result = take_unreadable(record, "", unreadable)
     result["unreadable"] = unreadable
     return result
+
+
+def _fabric_status(gpu: ET.Element) -> Optional[str]:
+    """The fabric probe's result, None when absent: an NVML return code as nvmlErrorString writes it ("Success",
+    "Insufficient Resources"), so an error string here is the reading itself, not a value that could not be read."""
+    node = _node(gpu, "fabric/status")
+    kind, value = read_value(None if node is None else node.text)
+    return None if kind == ABSENT else value
 
 
 def _pcie(pci: Optional[ET.Element]) -> dict[str, Any]:

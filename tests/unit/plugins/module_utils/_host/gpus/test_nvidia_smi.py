@@ -70,7 +70,8 @@ def test_a100_mig_recording():
     assert gpu["applications_clocks"]["graphics_mhz"] == gpu["default_applications_clocks"]["graphics_mhz"] == 1275
     assert gpu["clock_event_reasons"]["gpu_idle"] is False and gpu["clock_event_reasons"]["hw_slowdown"] is False
     assert gpu["fabric"] == {"state": None, "status": None, "clique_id": None, "cluster_uuid": None, "health_summary": None,
-                             "bandwidth": None}
+                             "bandwidth": None, "route_recovery": None, "route_unhealthy": None,
+                             "access_timeout_recovery": None, "incorrect_configuration": None}
 
 
 def test_t4_older_dtd_throttle_reasons_x8_link_and_retired_pages():
