@@ -15,6 +15,7 @@ import pytest
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import prometheus
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render._text import printable
+from ansible_collections.continuum.hydra.tests.support import interconnect as ic
 from ansible_collections.continuum.hydra.tests.support.helpers import REPO
 from ansible_collections.continuum.hydra.tests.support.hostile_fleet import DRIFTER, STRAGGLER, hostile_report
 from ansible_collections.continuum.hydra.tests.support.prometheus import parse_prom
@@ -110,12 +111,25 @@ def test_node_exporter_reports_a_bad_textfile_so_the_check_above_means_something
         os.unlink(bad)
 
 
+def _interconnect_text(tmp_path):
+    """fleet-report.prom of two runs of 4 hosts read from recorded trees: a port erring, one flapping, one down."""
+    fleet = ic.Fleet(tmp_path / "interconnect", hosts=4)
+    a, b, _c, d = fleet.names
+    fleet.run(ic.T0, "2026-11-22T10:00:00+00:00")
+    ic.add_to_counter(fleet.roots[a], "mlx5_4", "symbol_error", 500)
+    ic.add_to_counter(fleet.roots[b], "mlx5_6", "link_downed", 1)
+    ic.set_port(fleet.roots[d], "mlx5_7", state="1: DOWN", phys_state="2: Polling")
+    return "".join(prometheus.render(fleet.run(ic.T0 + 2 * ic.HOUR, "2026-11-22T12:00:00+00:00")))
+
+
 def test_every_grafana_query_parses_and_reads_metrics_the_file_has(textfile, tmp_path):
     with open(DASHBOARD) as handle:
         dashboard = json.load(handle)
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     assert len(exprs) == len(dashboard["panels"]) >= 10
-    families = set(line.split()[2] for line in textfile["text"].splitlines() if line.startswith("# TYPE"))
+    texts = (textfile["text"], _interconnect_text(tmp_path))  # the hostile fleet has no interconnect readings
+    families = set(line.split()[2] for text in texts for line in text.splitlines() if line.startswith("# TYPE"))
+    assert "hydra_interconnect_peer_port" in families
     for expr in exprs:
         used = set(re.findall(r"\bhydra_[a-z_]+\b", expr))
         assert used and used <= families, (expr, used - families)
