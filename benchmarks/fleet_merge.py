@@ -10,10 +10,9 @@ per host more at the large size. The report is checked: every host of every part
 
     PYTHONPATH=collections .venv/bin/python benchmarks/fleet_merge.py [--parts 10 100] [--hosts-per-part 100] [--rounds 3]
 
-Issue 30 asks for 100 parts of 1,000 hosts: ~165 KB of doctor result per host is ~17 GB of parts, and the play holds
-the merged hosts several times over (the action's result, its copy sent to the callback, the registered variable):
-size the machine first (`free -g`). Targets: per-host cost at the large size <= 1.1 x at the small; the exit status is
-1 when it is above.
+Issue 30 asks for 100 parts of 1,000 hosts: ~49 KB of part file per host is ~5 GB of parts, and the action's worker
+and the callback each hold the parsed hosts (~165 KB a host): size the machine first (`free -g`). Targets: per-host
+cost at the large size <= 1.1 x at the small; the exit status is 1 when it is above.
 """
 
 import argparse

@@ -19,6 +19,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.continuum.hydra.plugins.module_utils._atomic import write_atomic
 from ansible_collections.continuum.hydra.plugins.plugin_utils import _callback_settings
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import parts
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.analysis import cyclic_gc_paused
 from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet.report import build_report
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render.awx import set_stats_data
 
@@ -64,14 +65,15 @@ class ActionModule(ActionBase):
         except (parts.PartError, AnsibleError) as exc:
             return dict(result, failed=True, msg=" ".join(str(exc).split()))
         problems: list[str] = []
-        merged = parts.merge(parts.read_part_files(report_dir, workflow_id), args["parts"], workflow_id, args["hosts"], problems)
-        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        report = build_report(merged["hosts"], now, "merge.yml")
         path = parts.merged_path(report_dir, workflow_id)
-        try:
-            write_atomic(path, parts.merged_text(merged))
-        except OSError as exc:
-            return dict(result, failed=True, msg="cannot write the merged hosts for the fleet_report callback: %s" % " ".join(str(exc).split()))
+        with cyclic_gc_paused():  # the parts' millions of objects: full collections walking them all cost more per host
+            merged = parts.merge(parts.read_part_files(report_dir, workflow_id), args["parts"], workflow_id, args["hosts"], problems)
+            now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+            report = build_report(merged["hosts"], now, "merge.yml")
+            try:
+                write_atomic(path, parts.merged_text(merged))
+            except OSError as exc:
+                return dict(result, failed=True, msg="cannot write the merged hosts for the fleet_report callback: %s" % " ".join(str(exc).split()))
         info = merged["merge"]
         result.update(
             changed=False, stats=set_stats_data(report), merged_file=path, merge=info, problems=problems,
