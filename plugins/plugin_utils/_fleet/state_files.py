@@ -30,7 +30,7 @@ import stat
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TextIO, TypeVar
 
 from ansible_collections.continuum.hydra.plugins.module_utils._host.command import CallTimedOut, call_with_timeout
 
@@ -114,17 +114,23 @@ def locked(path: str, wait_s: float = DEFAULT_LOCK_WAIT_S, poll_s: float = LOCK_
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def _open_text(path: str) -> TextIO:
+    """A regular file opened for UTF-8 text (O_NONBLOCK: opening a FIFO does not wait for a writer); StateFileError
+    when it is not a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        _regular(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, encoding="utf-8")
+
+
 def read_text(path: str, timeout: float = READ_TIMEOUT_S) -> str:
     """The UTF-8 text of a regular file. FileNotFoundError when missing; StateFileError when it is not a regular
     file; ReadTimedOut past ``timeout`` seconds; other OSErrors and UnicodeDecodeError as they come."""
     def read() -> str:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        try:
-            _regular(fd, path)
-        except BaseException:
-            os.close(fd)
-            raise
-        with os.fdopen(fd, encoding="utf-8") as handle:
+        with _open_text(path) as handle:
             return handle.read()
     return _bounded(read, timeout, "read(%s)" % path)
 
@@ -147,13 +153,7 @@ def read_lines(path: str, timeout: float = READ_TIMEOUT_S) -> Iterator[str]:
 
     def read() -> None:
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            try:
-                _regular(fd, path)
-            except BaseException:
-                os.close(fd)
-                raise
-            with os.fdopen(fd, encoding="utf-8") as handle:
+            with _open_text(path) as handle:
                 for line in handle:
                     if not offer(line):
                         return
