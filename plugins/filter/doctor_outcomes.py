@@ -21,8 +21,9 @@ description:
   - From a fleet report, a host's open interconnect findings (C(findings) with an C(interconnect.*) id, judged
     across runs and hosts by the fleet analysis, docs/interconnect.md) join its checks unless O(interconnect=false):
     an open C(FAIL) (a link_downed increment, an error rate over its fatal limit, a port down where its peers have it
-    up, GPUs off their NVLink domain) makes the host V(failed), an open C(WARN) a healthy host V(warning); its subject
-    and message are the proof. Doctor's verdict of one run cannot see these; registered results carry none.
+    up, GPUs off their NVLink domain) makes the host V(failed) whatever doctor said this run, its subject and message
+    the proof; an open C(WARN) makes a V(healthy) host V(warning). An V(unreachable) host stays so. Doctor's verdict
+    of one run cannot see these; registered results carry none.
 author:
   - continuum.hydra developers (@continuum-hydra)
 options:
@@ -83,7 +84,7 @@ _value:
                      "proof": "mlx5_0 port 1: link_downed +2 since the last run (24.0 h)"}}
 """
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Optional
 
 from ansible.errors import AnsibleFilterError
@@ -125,8 +126,12 @@ def _proof(entry: Mapping[str, Any]) -> Optional[str]:
     return "; ".join(proofs) or None
 
 
-def from_fleet_report_host(entry: Mapping[str, Any], interconnect: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
-    """One host of a fleet report; interconnect: its open interconnect findings (_open_interconnect)."""
+def from_fleet_report_host(entry: Mapping[str, Any], open_findings: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """One host of a fleet report, its open interconnect findings (_open_interconnect) joined (_with_interconnect)."""
+    return _with_interconnect(_doctor_outcome(entry), open_findings)
+
+
+def _doctor_outcome(entry: Mapping[str, Any]) -> dict[str, Any]:
     status = entry.get("status")
     if status == TASK_FAILED:
         return _outcome(ERRORED, "doctor task failed: %s" % (entry.get("message") or "no message"))
@@ -136,23 +141,29 @@ def from_fleet_report_host(entry: Mapping[str, Any], interconnect: Iterable[Mapp
     if status not in HOST_VERDICTS + (UNREACHABLE,):
         raise AnsibleFilterError("doctor_outcomes: fleet report host status %r is not one of %s"
                                  % (status, ", ".join(ALL_HOST_STATUSES)))
-    outcome = _outcome(status, entry.get("message") or "doctor: %s" % status,
-                       failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [], proof=_proof(entry))
-    failing = [f for f in interconnect if f.get("status") == FAIL]
-    warning = [f for f in interconnect if f.get("status") == WARN]
-    if status == UNREACHABLE or not (failing or warning):
-        return outcome  # an unreachable node is the gate's unreachable policy's, whatever its links did before
+    return _outcome(status, entry.get("message") or "doctor: %s" % status,
+                    failing=entry.get("failing_checks") or [], warning=entry.get("warning_checks") or [], proof=_proof(entry))
+
+
+def _with_interconnect(outcome: dict[str, Any], open_findings: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """An open interconnect FAIL makes any judged or unjudged host failed (a doctor run that errs or did not reach it
+    this time does not make a downed link good); an open WARN only turns healthy into warning (never unknown into
+    warning: the gate could then resume a node nobody checked). An unreachable host is left to the gate's unreachable
+    policy, whatever its links did before."""
+    failing = [f for f in open_findings if f.get("status") == FAIL]
+    warning = [f for f in open_findings if f.get("status") == WARN]
+    if outcome["status"] == UNREACHABLE or not (failing or warning):
+        return outcome
     if failing:
         outcome["status"] = FAILED
-    elif status == HEALTHY:
+        proofs = [outcome.get("proof")] + ["%s: %s" % (f.get("subject"), f.get("message")) for f in failing]
+        outcome["proof"] = "; ".join(p for p in proofs if p)
+    elif outcome["status"] == HEALTHY:
         outcome["status"] = WARNING
     outcome["failing_checks"] = sorted(set(outcome["failing_checks"]) | set(f["check_id"] for f in failing))
     outcome["warning_checks"] = sorted(set(outcome["warning_checks"]) | set(f["check_id"] for f in warning))
     count = len(failing) + len(warning)
     outcome["message"] = "%s; interconnect: %d open finding%s" % (outcome["message"], count, "" if count == 1 else "s")
-    proofs = [outcome.get("proof")] + ["%s: %s" % (f.get("subject"), f.get("message")) for f in failing]
-    if failing:
-        outcome["proof"] = "; ".join(p for p in proofs if p)
     return outcome
 
 

@@ -191,7 +191,8 @@ def test_a_saved_reports_open_interconnect_fail_drains_a_node_doctor_passed(clus
                    "message": "state ACTIVE -> DOWN since the last run", "open": True, "clears_after": 3}]}
     path = tmp_path / "fleet-report.json"
     path.write_text(json.dumps(report))
-    proc, out = run_gate(tmp_path, cluster, host_bins, slurm_gate_fleet_report=str(path), slurm_gate_interconnect=False)
+    # "false" as a string: what -e slurm_gate_interconnect=false and an AWX survey pass
+    proc, out = run_gate(tmp_path, cluster, host_bins, slurm_gate_fleet_report=str(path), slurm_gate_interconnect="false")
     assert proc.returncode == 0, out[-5000:]
     assert not any(drained for drained, _reason in node_states(cluster).values())
     proc, out = run_gate(tmp_path, cluster, host_bins, slurm_gate_fleet_report=str(path))

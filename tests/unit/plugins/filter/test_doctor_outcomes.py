@@ -100,6 +100,31 @@ def test_an_interconnect_fail_adds_to_a_failing_hosts_checks_and_proof():
     assert out["proof"] == "rounds 1,2: 0.1<0.5 GB/s; mlx5_1 port 1: DOWN"
 
 
+@pytest.mark.parametrize("status, found, outcome", [
+    ("task_failed", "FAIL", "failed"),   # doctor erred this run: the downed link is still a fact
+    ("error", "FAIL", "failed"),
+    ("unchecked", "FAIL", "failed"),
+    ("missing", "FAIL", "failed"),
+    ("error", "WARN", "error"),
+    ("unchecked", "WARN", "unknown"),  # never warning: the gate would resume a node nobody checked
+    ("failed", "WARN", "failed"),
+    ("unreachable", "FAIL", "unreachable"),
+])
+def test_an_open_interconnect_finding_on_hosts_doctor_did_not_judge_healthy(status, found, outcome):
+    report = {"kind": "continuum.hydra.fleet_report", "hosts": {"h": {
+        "status": status, "message": "m", "failing_checks": [], "warning_checks": []}},
+        "findings": [_link_finding("h", "interconnect.ib_errors", found)]}
+    assert doctor_outcomes(report)["h"]["status"] == outcome
+
+
+def test_each_open_interconnect_fail_is_in_the_proof():
+    report = {"kind": "continuum.hydra.fleet_report", "hosts": {"h": {
+        "status": "healthy", "message": None, "failing_checks": [], "warning_checks": []}},
+        "findings": [_link_finding("h", "interconnect.ib_errors", "FAIL"),
+                     _link_finding("h", "interconnect.peer_ports", "FAIL", subject="mlx5_1 port 1", message="DOWN")]}
+    assert doctor_outcomes(report)["h"]["proof"] == "mlx5_0 port 1: link_downed +2 since the last run (24.0 h); mlx5_1 port 1: DOWN"
+
+
 @pytest.mark.parametrize("source, hosts, message", [
     ({}, None, "doctor_outcomes: give the hosts to report on"),
     ({}, "gpu-a", "doctor_outcomes: hosts must be a list of host names, got 'gpu-a'"),
