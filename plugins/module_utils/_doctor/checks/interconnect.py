@@ -254,16 +254,16 @@ def fabric_state(probes: Probes, expect: Expect) -> Finding:
         return finding(FAIL, "%d GPU(s) in no NVLink domain (cluster UUID %s, clique %s) on a host of NVLink domain %s: GPU %s" % (
             len(unclustered), NO_CLUSTER, unclustered[0]["clique_id"], domain, ", ".join(str(r["index"]) for r in unclustered)),
             {"gpus": unclustered, "nvlink_domain": domain}, remedy)
+    unhealthy = [dict(r, faults=faults) for r, faults in ((r, _fabric_faults(r)) for r in rows) if faults]
+    details = {"gpus": rows, "nvlink_domain": domain}
+    if unhealthy:  # before the single-node SKIP: an HGX host's fabric health is still the GPUs' own report
+        named = "; ".join("GPU %s %s" % (r["index"], ", ".join(r["faults"])) for r in unhealthy[:NAMED])
+        return finding(WARN, "fabric health of %d GPU(s): %s" % (len(unhealthy), named), dict(details, gpus=unhealthy), remedy)
     if len(unclustered) == len(rows):
         return finding(SKIP, "%d GPU(s) on a single-node NVLink fabric (cluster UUID %s): not a multi-node NVLink system" % (
             len(rows), NO_CLUSTER))
-    unhealthy = [dict(r, faults=faults) for r, faults in ((r, _fabric_faults(r)) for r in rows) if faults]
     clusters = sorted(set(str(r["cluster_uuid"]) for r in rows))
     cliques = sorted(set(str(r["clique_id"]) for r in rows))
-    details = {"gpus": rows, "nvlink_domain": domain}
-    if unhealthy:
-        named = "; ".join("GPU %s %s" % (r["index"], ", ".join(r["faults"])) for r in unhealthy[:NAMED])
-        return finding(WARN, "fabric health of %d GPU(s): %s" % (len(unhealthy), named), dict(details, gpus=unhealthy), remedy)
     if len(clusters) > 1 or len(cliques) > 1:
         return finding(WARN, "the host's GPUs disagree: cluster UUID %s, clique %s" % (" / ".join(clusters), " / ".join(cliques)),
                        details, remedy)

@@ -41,7 +41,9 @@ well, and listed in ``unreadable`` so that checks never mistake it for "nothing 
     power                 {draw_w, limit_w, default_limit_w, min_limit_w, max_limit_w: number|None}
     clocks, max_clocks, applications_clocks, default_applications_clocks
                           {graphics_mhz, sm_mhz, memory_mhz: number|None}
-    fabric                {state, status: str|None}
+    fabric                {state, status (NVML's result: Success, or an error string), cluster_uuid, health_summary,
+                           bandwidth, incorrect_configuration: str|None; clique_id: int|None; route_recovery,
+                           route_unhealthy, access_timeout_recovery: bool|None}
     virtualization_mode   str|None  None (bare metal), Pass-Through, VGPU (a vGPU guest: its temperatures and clocks
                                     are placeholders such as 0 C / 0 MHz), Host VGPU
     recovery              {action: str|None   gpu_recovery_action (DTD v13, driver 570+): None, Reset, Reboot,

@@ -38,6 +38,11 @@ def test_fabric_manager_on_nvswitch_hosts():
     record = judge("gpu.fabric_manager", training, fabric_manager=fabric("active"))
     assert record["status"] == "FAIL" and "state In Progress" in record["message"]
     assert judge("gpu.fabric_manager", smi("a100-sxm4-v12.xml"), fabric_manager=fabric(None))["status"] == "WARN"
+    # The status is NVML's result of the fabric probe: an error string there is a failed registration, not a
+    # value that could not be read (NVIDIA/NVSentinel#883: Unknown Error on some GPUs of a node)
+    refused = smi("a100-sxm4-v12.xml", ("fabric/state", "Completed"), ("fabric/status", "Insufficient Resources"))
+    record = judge("gpu.fabric_manager", refused, fabric_manager=fabric("active"))
+    assert record["status"] == "FAIL" and "status Insufficient Resources" in record["message"]
     done = smi("a100-sxm4-v12.xml", ("fabric/state", "Completed"), ("fabric/status", "Success"))
     assert judge("gpu.fabric_manager", done, fabric_manager=fabric(None))["status"] == "PASS"
     assert judge("gpu.fabric_manager", smi("a100-sxm4-v12.xml"))["status"] == "SKIP"

@@ -47,14 +47,17 @@ UNREPORTED = {"health_summary": None, "bandwidth": None, "route_recovery": None,
               "access_timeout_recovery": None, "incorrect_configuration": None}
 
 
+GB200 = dict(HEALTHY, state="Completed", status="Success", clique_id=2, cluster_uuid=CLUSTER, health_summary="Healthy",
+             bandwidth="Full", incorrect_configuration=None)
+GB300 = dict(GB200, clique_id=32766, incorrect_configuration="None")
+HGX = dict(UNREPORTED, state="Completed", status="Success", clique_id=0, cluster_uuid=ZERO)
+
+
 @pytest.mark.parametrize("name, gpus, driver, fabric", [
-    ("qx-gb200.xml", 4, "580.173.02", dict(HEALTHY, state="Completed", status="Success", clique_id=2, cluster_uuid=CLUSTER,
-                                            health_summary="Healthy", bandwidth="Full", incorrect_configuration=None)),
-    ("qx-gb300.xml", 4, "580.173.02", dict(HEALTHY, state="Completed", status="Success", clique_id=32766, cluster_uuid=CLUSTER,
-                                            health_summary="Healthy", bandwidth="Full", incorrect_configuration="None")),
-    ("qx-h100.xml", 2, "580.105.08", dict(UNREPORTED, state="Completed", status="Success", clique_id=0, cluster_uuid=ZERO)),
-    ("qx-b200.xml", 2, "580.105.08", dict(UNREPORTED, state="Completed", status="Success", clique_id=0, cluster_uuid=ZERO,
-                                           health_summary="Healthy", access_timeout_recovery=False)),
+    ("qx-gb200.xml", 4, "580.173.02", GB200),
+    ("qx-gb300.xml", 4, "580.173.02", GB300),
+    ("qx-h100.xml", 2, "580.105.08", HGX),
+    ("qx-b200.xml", 2, "580.105.08", dict(HGX, health_summary="Healthy", access_timeout_recovery=False)),
 ])
 def test_the_parser_reads_every_recorded_fabric_element(name, gpus, driver, fabric):
     smi = parse_nvidia_smi(_recording(name))
@@ -136,3 +139,35 @@ def test_a_gb300_tray_in_a_gb200_rack_group_is_named_by_the_fleet():
     assert [(o["host"], o["seen"], o["expected_clique_id"], o["peers"]) for o in off] == [
         ("tray-3", "cluster %s clique 32766" % CLUSTER, "2", ["tray-1", "tray-2"])]
     assert groups == [{"domain": "rack-1", "cluster_uuid": CLUSTER, "clique_id": "2", "hosts": 3, "agreeing": 2}]
+
+
+@pytest.mark.parametrize("planted, fault", [
+    ({"summary": "Unhealthy"}, "GPU 1 Unhealthy, bandwidth N/A"),
+    ({"access_timeout_recovery": "True"}, "GPU 1 Healthy, bandwidth N/A, access timeout recovery"),
+])
+def test_an_hgx_gpus_fabric_health_fault_warns_instead_of_the_single_node_skip(planted, fault):
+    # The B200 recording reports a health block beside its all-zero cluster UUID: a fault there is the GPU's own
+    # report, not hidden by "not a multi-node NVLink system".
+    record = _judge(_planted(_recording("qx-b200.xml"), 1, **planted))
+    assert (record["status"], record["message"]) == (WARN, "fabric health of 1 GPU(s): %s" % fault)
+
+
+@pytest.mark.parametrize("element, label", [("route_recovery_in_progress", "route recovery in progress"),
+                                            ("route_unhealthy", "route unhealthy"),
+                                            ("access_timeout_recovery", "access timeout recovery")])
+def test_each_fabric_condition_that_holds_warns_beside_a_healthy_summary(element, label):
+    record = _judge(_planted(_recording("qx-gb300.xml"), 2, **{element: "True"}))
+    assert (record["status"], record["message"]) == (WARN, "fabric health of 1 GPU(s): GPU 2 Healthy, bandwidth Full, %s" % label)
+
+
+def test_a_configuration_fault_warns():
+    # Any value but None: NVML's incorrect-configuration field (nvmlGpuFabricInfo_v2 health mask) names the fault.
+    record = _judge(_planted(_recording("qx-gb300.xml"), 0, incorrect_configuration="Incorrect Sysguid"))
+    assert record["status"] == WARN and record["details"]["gpus"][0]["faults"] == [
+        "Healthy, bandwidth Full", "incorrect configuration Incorrect Sysguid"]
+
+
+def test_a_host_whose_gpus_are_partly_outside_any_nvlink_domain_warns_of_the_split():
+    record = _judge(_planted(_recording("qx-gb200.xml"), 1, cliqueId="0", clusterUuid=ZERO))
+    assert (record["status"], record["message"]) == (
+        WARN, "the host's GPUs disagree: cluster UUID %s / %s, clique 0 / 2" % (ZERO, CLUSTER))
