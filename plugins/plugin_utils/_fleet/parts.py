@@ -91,9 +91,12 @@ def parse_merged(lines: Iterable[str]) -> dict[str, Any]:
             raise PartError("line %d is not [host, entry]" % number)
         if pair[1].get("status") not in ALL_HOST_STATUSES:
             raise PartError("host %r has no valid status" % pair[0])
+        if pair[0] in hosts:
+            raise PartError("host %r is on two lines" % pair[0])
         hosts[pair[0]] = pair[1]
     if len(hosts) != header["hosts"]:
-        raise PartError("%d hosts of the %d written: the file ends early" % (len(hosts), header["hosts"]))
+        raise PartError("%d hosts where its first line says %d%s" % (
+            len(hosts), header["hosts"], ": the file ends early" if len(hosts) < header["hosts"] else ""))
     return {"kind": MERGED_KIND, "merge": header.get("merge"), "hosts": hosts,
             "groups": header["groups"] if isinstance(header.get("groups"), dict) else {}}
 

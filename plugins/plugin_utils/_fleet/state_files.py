@@ -11,7 +11,9 @@ deadline, so a run never waits forever on another (a held lock is released when 
 exits). The lock file is left in place: removing it would let a third run lock a different file.
 
 ``read_text`` refuses what is not a regular file (a FIFO would block the open, a device the read) and bounds the
-read itself with a deadline (a file on a hung network mount); ``locked`` creates the lock file, and ``list_dir``
+read itself with a deadline (a file on a hung network mount); ``read_lines`` does the same a line at a time, the
+deadline on each line (a file of gigabytes, such as the merged hosts of a sliced run, is not read in one deadline;
+a mount that stops answering is still given up on); ``locked`` creates the lock file, and ``list_dir``
 lists a directory, within a deadline too: every call that touches the state directory ends. ``json_text`` is how the controller's JSON files are
 written: in pieces, never as one string (the findings store of a 100,000-host fleet is hundreds of MB of text, and
 ``json.dumps`` with an indent holds every small piece of it in a list before joining them).

@@ -184,7 +184,9 @@ def test_the_merged_hosts_go_to_the_callback_as_written_and_a_bad_file_is_one_er
     assert back["hosts"] == merged["hosts"] and back["merge"] == merged["merge"] and back["groups"] == {}
     assert parts.merged_path("/srv/reports", "77") == "/srv/reports/parts/77/merged.jsonl"
     assert not parts._PART_FILE.match(parts.MERGED_FILE)  # never taken for a slice's part
-    for bad, why in ((lines[:-1], "2 hosts of the 3 written: the file ends early"),
+    for bad, why in ((lines[:-1], "2 hosts where its first line says 3: the file ends early"),
+                     (lines + lines[-1:], "host 'h3' is on two lines"),
+                     (lines[:1] + lines[1:] + ['["h4", {"status": "healthy"}]\n'], "4 hosts where its first line says 3$"),
                      (lines[:-1] + [lines[-1][:-10]], "line 4 is not JSON"),
                      ([_part("77", "1", {"h1": TASK_FAILED})], "not the merged hosts"),
                      ([], "line 1 is not JSON"),

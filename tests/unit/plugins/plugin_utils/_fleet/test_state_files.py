@@ -101,8 +101,9 @@ def test_a_caller_that_stops_reading_lets_the_reader_thread_go(tmp_path):
     path.write_text("x\n" * (state_files.LINES_AHEAD * 10))
     lines = state_files.read_lines(str(path))
     assert next(lines) == "x\n"
-    lines.close()  # the reader is blocked on a full queue: it must notice and end, not hold the file for ever
     readers = [t for t in threading.enumerate() if t.name == "hydra-read(%s)" % path]
+    assert len(readers) == 1
+    lines.close()  # the reader is blocked on a full queue: it must notice and end, not hold the file for ever
     for thread in readers:
         thread.join(10)
     assert not any(thread.is_alive() for thread in readers)

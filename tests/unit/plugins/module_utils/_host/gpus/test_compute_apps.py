@@ -60,3 +60,11 @@ def test_a_process_line_whose_pid_nvidia_smi_could_not_read_is_counted_not_dropp
     assert [app["pid"] for app in apps] == [41234]
     assert bad.count == 2 and bad.sample[1]["error"] == "pid '[Insufficient Permissions]' is not a process id"
     assert compute_apps.parse_compute_apps("No running processes found\n", bad) == [] and bad.count == 2
+
+
+def test_a_memory_with_its_unit_is_read_and_an_unreadable_uuid_is_none():
+    # Without nounits nvidia-smi writes "1024 MiB"; a field it could not read is an error string (one reader,
+    # nvidia_smi.csv_fields, for every CSV query).
+    apps = compute_apps.parse_compute_apps("41234, GPU-5d2e, 1024 MiB\n50001, [Unknown Error], [N/A]\n")
+    assert apps == [{"pid": 41234, "gpu_uuid": "GPU-5d2e", "used_memory_mib": 1024},
+                    {"pid": 50001, "gpu_uuid": None, "used_memory_mib": None}]
