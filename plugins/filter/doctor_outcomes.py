@@ -19,8 +19,8 @@ description:
     proof of a failing check that has one (the rounds, figure and proven-good partner that isolated a slow host), which
     the SLURM gate appends to its C(hydra:) drain reason.
   - From a fleet report, a host's open interconnect findings (C(findings) with an C(interconnect.*) id, judged
-    across runs and hosts by the fleet analysis, docs/interconnect.md) join its checks unless O(interconnect=false):
-    an open C(FAIL) (a link_downed increment, an error rate over its fatal limit, a port down where its peers have it
+    across runs and hosts by the fleet analysis, docs/interconnect.md) join its checks unless O(interconnect=false).
+    An open C(FAIL) (a link_downed increment, an error rate over its fatal limit, a port down where its peers have it
     up, GPUs off their NVLink domain) makes the host V(failed) whatever doctor said this run, its subject and message
     the proof; an open C(WARN) makes a V(healthy) host V(warning). An V(unreachable) host stays so. Doctor's verdict
     of one run cannot see these; registered results carry none.
