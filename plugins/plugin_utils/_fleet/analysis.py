@@ -37,12 +37,12 @@ GPU_IDENTITY = ("uuid", "pci_bus_id", "memory_total_mib")
 
 @contextlib.contextmanager
 def cyclic_gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the end-of-play work, then restore it.
+    """Pause Python's cyclic garbage collector for the end-of-play work (and for parsing merged slices), then restore it.
 
-    The analysis and the renderers allocate millions of small objects next to the run's host results; every
-    full collection walks all of them, so with the collector on the cost per host grows with the fleet
-    (1.7 x per host at 10,000 hosts vs 1,000 in benchmarks/fleet_analysis.py). They create no reference
-    cycles; reference counting frees everything they drop.
+    The analysis, the renderers and a merge's JSON parsing allocate millions of small objects next to the run's host
+    results; every full collection walks all of them, so with the collector on the cost per host grows with the fleet
+    (1.7 x per host at 10,000 hosts vs 1,000 in benchmarks/fleet_analysis.py; merge.yml 1.21 x at 5,000 vs 500). They
+    create no reference cycles; reference counting frees everything they drop.
     """
     was_enabled = gc.isenabled()
     gc.disable()

@@ -358,9 +358,8 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
 def _fabric_status(gpu: ET.Element) -> Optional[str]:
     """The fabric probe's result, None when absent: an NVML return code as nvmlErrorString writes it ("Success",
     "Insufficient Resources"), so an error string here is the reading itself, not a value that could not be read."""
-    node = _node(gpu, "fabric/status")
-    kind, value = read_value(None if node is None else node.text)
-    return None if kind == ABSENT else value
+    value = value_at(gpu, "fabric/status")
+    return value.raw if isinstance(value, Unreadable) else value
 
 
 def _pcie(pci: Optional[ET.Element]) -> dict[str, Any]:
