@@ -42,7 +42,7 @@ import types
 
 from ansible_collections.continuum.hydra.plugins.callback import fleet_report
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.catalogue import CATALOGUE
-from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import analysis, findings, history, interconnect
+from ansible_collections.continuum.hydra.plugins.plugin_utils._fleet import analysis, findings, history, interconnect, state_files
 from ansible_collections.continuum.hydra.plugins.plugin_utils._render import formats
 from ansible_collections.continuum.hydra.tests.support.helpers import CapturedDisplay
 from ansible_collections.continuum.hydra.tests.support.whole_host import whole_fleet
@@ -207,7 +207,8 @@ STEPS = (("callback", "FleetCollector.build"), ("callback", "CallbackModule._ana
          ("analysis", "analyse_drift"), ("analysis", "analyse_stragglers"),
          ("analysis", "analyse_error_counters"), ("analysis", "analyse_workloads"), ("analysis", "analyse_placement"),
          ("analysis", "plan_batches"), ("analysis", "_interconnect"), ("analysis", "_history_stragglers"),
-         ("history", "snapshot"), ("history", "HistoryFold.add"), ("history", "HistoryFold.result"),
+         ("history", "snapshot"), ("state_files", "read_text"), ("history", "parse_snapshot"), ("history", "HistoryFold.add"),
+         ("history", "HistoryFold.result"),
          ("callback", "CallbackModule._write_history"), ("callback", "CallbackModule._update_findings"),
          ("callback", "CallbackModule._write_evidence"), ("formats", "write_report"),
          ("callback", "CallbackModule._write_batch_plan"), ("callback", "terminal.render"), ("formats", "write_atomic"))
@@ -258,7 +259,7 @@ class Steps:
 
 def _patch(steps):
     """Wrap each step (STEPS); returns how to undo it."""
-    spaces = {"callback": fleet_report, "analysis": analysis, "history": history, "formats": formats}
+    spaces = {"callback": fleet_report, "analysis": analysis, "history": history, "formats": formats, "state_files": state_files}
     undo = []
     for space, dotted in STEPS:
         owner = spaces[space]

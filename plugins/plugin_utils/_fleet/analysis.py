@@ -164,17 +164,6 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
     workloads = analyse_workloads(hosts, host_class)
     if workloads is not None:
         report["workloads"] = workloads
-    placement = analyse_placement(hosts, host_class, options.placement_threshold)
-    if placement is not None:
-        report["placement"] = placement
-    if options.batch:
-        metric = options.batch.get("metric") or DEFAULT_METRIC
-        # A workload's name (HYDRA_BATCH_METRIC=train_step): its measured throughput instead of a profile figure.
-        by_workload = batch_profiles(hosts, metric) if workloads is not None else None
-        analysis["batch_plan"] = plan_batches(
-            by_workload or profiles, dict((h, e["status"]) for h, e in hosts.items()), options.batch["global_batch_size"],
-            options.batch.get("memory_per_sample_mib"), BATCH_FIGURE if by_workload else metric,
-            generated_at=report.get("generated_at"), workload=metric if by_workload else None)
     report["analysis"] = analysis
     if fold is None:
         _interconnect(report, host_class, None)
@@ -191,5 +180,17 @@ def analyse(report: dict[str, Any], options: Optional[AnalysisOptions] = None) -
         options.current_snapshot = current
         fold.add(current, score=False)
         analysis["history"] = fold.result(current, rule)
+    # After the history, whose fold and this run's snapshot are the analysis' largest memory: not held beside them.
+    placement = analyse_placement(hosts, host_class, options.placement_threshold)
+    if placement is not None:
+        report["placement"] = placement
+    if options.batch:
+        metric = options.batch.get("metric") or DEFAULT_METRIC
+        # A workload's name (HYDRA_BATCH_METRIC=train_step): its measured throughput instead of a profile figure.
+        by_workload = batch_profiles(hosts, metric) if workloads is not None else None
+        analysis["batch_plan"] = plan_batches(
+            by_workload or profiles, dict((h, e["status"]) for h, e in hosts.items()), options.batch["global_batch_size"],
+            options.batch.get("memory_per_sample_mib"), BATCH_FIGURE if by_workload else metric,
+            generated_at=report.get("generated_at"), workload=metric if by_workload else None)
     raise_alarm(report)  # last: its action stays first however the others were ranked
     return report

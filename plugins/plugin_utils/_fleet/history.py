@@ -309,8 +309,7 @@ class HistoryFold:
         rule = dict(DEFAULT_RULE, **(rule or {}))
         latest = current.get("hosts") or {}
         host_runs = dict((owner, state.runs) for (kind, owner), state in self.owners.items() if kind == "host")
-        hosts: dict[str, Any] = {}
-        gpus: dict[str, Any] = {}
+        hosts, gpus = SmoothedSeries(), SmoothedSeries()
         degrading: list[dict[str, Any]] = []
         offenders: list[dict[str, Any]] = []
         for (kind, owner), record in self.offences.items():
@@ -329,7 +328,7 @@ class HistoryFold:
         for key in sorted(self.owners):
             kind, owner = key
             state = self.owners.pop(key)
-            runs, names, numbers = state.runs, state.names, state.numbers
+            names, numbers = state.names, state.numbers
             if kind == "host":
                 measured = (latest.get(owner) or {}).get("figures") or {}
             else:
@@ -337,8 +336,8 @@ class HistoryFold:
                 measured = (((latest.get(host) or {}).get("gpus") or {}).get(owner) or {}).get("figures") or {}
             if not measured:
                 continue  # not measured in this run: its history is kept but not judged
-            ewmas: dict[str, float] = {}
-            trends: dict[str, float] = {}
+            judged: list[str] = []
+            values = array("d")  # (EWMA, trend) of each judged metric
             offsets = self._names[names]
             for metric in sorted(offsets):
                 at = offsets[metric]
@@ -348,20 +347,52 @@ class HistoryFold:
                 trend = _relative_trend(count, sum_y, sum_xy)
                 if lower_is_better(metric):
                     trend = -trend
-                ewmas[metric], trends[metric] = smoothed, trend
+                judged.append(metric)
+                values.extend((smoothed, trend))
                 if count >= rule["trend_min_runs"] and trend <= rule["trend_threshold"]:
                     degrading.append({"host": owner if kind == "host" else host, "uuid": owner if kind == "gpu" else None,
                                       "index": None if kind == "host" else index,
                                       "metric": metric, "ewma": smoothed, "trend": trend, "runs": int(count)})
-            entry = {"runs": runs, "ewma": ewmas, "trend": trends}
+            shared = tuple(judged)
+            shared = self._tuples.setdefault(shared, shared)
             if kind == "host":
-                hosts[owner] = entry
+                hosts.add(owner, (state.runs, shared), values)
             else:
-                entry.update(host=host, index=index)
-                gpus[owner] = entry
+                gpus.add(owner, (state.runs, shared, host, index), values)
         degrading.sort(key=lambda d: (d["trend"], d["host"], d["uuid"] or "", d["metric"]))
         return {"runs": self.runs, "rule": rule, "hosts": hosts, "gpus": gpus, "degrading": degrading,
                 "repeat_offenders": offenders}
+
+
+class SmoothedSeries(Mapping[str, dict[str, Any]]):
+    """The history's ``hosts`` or ``gpus`` as the report shows them ({name or UUID: {"runs", "ewma": {metric: value},
+    "trend": {metric: value}}, a GPU's with its "host" and "index"}), each entry made when it is read (the JSON
+    report's writer reads each once): a fleet's held as dicts cost ~4 KB a host, as one tuple per owner and one array
+    of numbers ~1 KB (benchmarks/fleet_analysis.py)."""
+
+    __slots__ = ("_rows", "_values")
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[Any, ...]] = {}  # owner -> (runs, metric names[, host, index], where its values start)
+        self._values = array("d")  # (EWMA, trend) of each metric of each owner, in its names' order
+
+    def add(self, owner: str, row: tuple[Any, ...], values: array) -> None:
+        self._rows[owner] = row + (len(self._values),)
+        self._values.extend(values)
+
+    def __getitem__(self, owner: str) -> dict[str, Any]:
+        runs, names, *where, start = self._rows[owner]
+        values = self._values[start:start + 2 * len(names)]
+        entry = {"runs": runs, "ewma": dict(zip(names, values[0::2])), "trend": dict(zip(names, values[1::2]))}
+        if where:
+            entry["host"], entry["index"] = where
+        return entry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
 
 class _Scores(Mapping[tuple[str, str], Mapping[str, list[RunScore]]]):

@@ -17,16 +17,24 @@ from typing import Any
 
 STREAM_DEPTH = 3
 STREAM_SIZE = 64
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _plain(value: object) -> object:
+    """What the encoder cannot write itself: a mapping whose entries are made when read (history.SmoothedSeries) as
+    the dict it reads as; anything else as its text."""
+    return dict(value) if isinstance(value, Mapping) else str(value)
+
+
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=_plain)
 
 
 def _streamed(value: object, depth: int) -> bool:
     """Containers near the top, and any large one (per-host maps deep in the analysis), go out item by item."""
-    return isinstance(value, (dict, list)) and bool(value) and (depth < STREAM_DEPTH or len(value) > STREAM_SIZE)
+    return isinstance(value, (Mapping, list)) and bool(value) and (depth < STREAM_DEPTH or len(value) > STREAM_SIZE)
 
 
 def _pieces(value: Any, depth: int) -> Iterator[str]:
-    if _streamed(value, depth) and isinstance(value, dict):
+    if _streamed(value, depth) and isinstance(value, Mapping):
         yield "{\n"
         for n, key in enumerate(sorted(value)):
             yield "%s%s: " % (",\n" if n else "", _ENCODER.encode(str(key)))

@@ -331,3 +331,30 @@ def test_a_host_record_of_the_wrong_type_in_a_lazily_read_snapshot_is_a_problem(
     problems = []
     assert list(history.read_snapshots(directory, 3, problems)) == []
     assert len(problems) == 1 and "host 'a': figures or failing checks of the wrong type" in problems[0] and "kept aside" in problems[0]
+
+
+@pytest.mark.parametrize("owners", [3, 200])  # written whole on one line, and one line per owner (json_report)
+def test_smoothed_series_read_and_write_as_the_dicts_they_stand_for(owners):
+    from array import array
+
+    from ansible_collections.continuum.hydra.plugins.plugin_utils._render import json_report
+
+    series = history.SmoothedSeries()
+    plain = {}
+    for n in range(owners):
+        names = ("bf16_tflops", "hbm_gbps")[:1 + n % 2]
+        values = array("d", [v for i in range(len(names)) for v in (100.0 + n + i, -0.01 * i)])
+        series.add("GPU-%04d" % n, (n % 5 + 1, names, "node%d" % n, n % 8), values)
+        plain["GPU-%04d" % n] = {"runs": n % 5 + 1, "host": "node%d" % n, "index": n % 8,
+                                 "ewma": dict((name, 100.0 + n + i) for i, name in enumerate(names)),
+                                 "trend": dict((name, -0.01 * i) for i, name in enumerate(names))}
+    hosts = history.SmoothedSeries()
+    hosts.add("node0", (2, ()), array("d"))  # measured now, no metric with a series yet
+    assert len(series) == owners and list(series) == list(plain)
+    assert series["GPU-0001"] == plain["GPU-0001"] and dict(series) == plain
+    assert dict(hosts) == {"node0": {"runs": 2, "ewma": {}, "trend": {}}}
+    with pytest.raises(KeyError):
+        series["GPU-missing"]  # pylint: disable=pointless-statement
+    report = {"analysis": {"history": {"gpus": series, "hosts": hosts}}}
+    expected = {"analysis": {"history": {"gpus": plain, "hosts": {"node0": {"runs": 2, "ewma": {}, "trend": {}}}}}}
+    assert "".join(json_report.render(report)) == "".join(json_report.render(expected))
