@@ -186,8 +186,8 @@ def doctor_outcomes(source: Any, hosts: Optional[Iterable[str]] = None, result_v
     if isinstance(source, dict) and source.get("kind") == FLEET_REPORT_KIND:
         report_hosts = source.get("hosts") or {}
         names = list(hosts) if hosts is not None else sorted(report_hosts)
-        links = _open_interconnect(source) if interconnect else {}
-        return dict((name, from_fleet_report_host(report_hosts[name], links.get(name, ())) if name in report_hosts
+        open_by_host = _open_interconnect(source) if interconnect else {}
+        return dict((name, from_fleet_report_host(report_hosts[name], open_by_host.get(name, ())) if name in report_hosts
                      else _outcome(UNKNOWN, "not in the fleet report")) for name in names)
     if hosts is None:
         raise AnsibleFilterError("doctor_outcomes: give the hosts to report on (hostvars | doctor_outcomes(hosts)), "

@@ -79,7 +79,8 @@ def _json_line(line: str, where: str) -> Any:
 
 
 def parse_merged(lines: Iterable[str]) -> dict[str, Any]:
-    """merged_text()'s lines, checked one at a time; PartError says what is wrong (a file cut short included)."""
+    """The hosts and groups of merged_text()'s lines, checked one at a time; PartError says what is wrong (a file cut
+    short included). The merge's own record comes to the callback in the task's result, not from here."""
     lines = iter(lines)
     header = _json_line(next(lines, ""), "line 1")
     if not isinstance(header, dict) or header.get("kind") != MERGED_KIND or not isinstance(header.get("hosts"), int):
@@ -97,8 +98,7 @@ def parse_merged(lines: Iterable[str]) -> dict[str, Any]:
     if len(hosts) != header["hosts"]:
         raise PartError("%d hosts where its first line says %d%s" % (
             len(hosts), header["hosts"], ": the file ends early" if len(hosts) < header["hosts"] else ""))
-    return {"kind": MERGED_KIND, "merge": header.get("merge"), "hosts": hosts,
-            "groups": header["groups"] if isinstance(header.get("groups"), dict) else {}}
+    return {"hosts": hosts, "groups": header["groups"] if isinstance(header.get("groups"), dict) else {}}
 
 
 def part_path(report_dir: str, workflow_id: str, job_id: str) -> str:
