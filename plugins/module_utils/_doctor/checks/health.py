@@ -9,7 +9,7 @@ breaking changes at any time. Do not use it from other collections or roles.
 
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import amd as amd_checks
@@ -29,7 +29,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.per
 )
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import is_lost
-from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, WARN
+from ansible_collections.continuum.hydra.plugins.module_utils._status import FAIL, PASS, WARN, severity
 
 ECC_CORRECTABLE_WARN = _expect.key("ecc_correctable_warn")
 ROW_REMAP_UNC_WARN = _expect.key("row_remap_uncorrectable_warn")
@@ -43,7 +43,7 @@ RESET_OR_DRAIN = "Drain the node, reset the GPU (`nvidia-smi -r -i <index>` with
 # The record fields (dotted paths, or their prefixes) each check reads: its unreadable values among them
 # make it ERROR (FAIL for a lost GPU).
 _READS_ECC_ERRORS = ("ecc.volatile", "ecc.aggregate", "ecc.sram_threshold_exceeded")
-_READS_ROW_REMAP = ("remapped_rows", "retired_pages")
+_READS_ROW_REMAP = ("remapped_rows", "retired_pages", "repair")
 
 
 @check("gpu.ecc_errors", "ECC errors", uses=GPU_PROBES)
@@ -125,26 +125,29 @@ def _counts(found: Mapping[str, int]) -> str:
 
 @check("gpu.row_remap", "Row remapping / page retirement", uses=GPU_PROBES)
 def row_remap(probes: Probes, expect: Expect) -> Finding:
-    """Reads row remapping (Ampere and newer) or retired pages (older GPUs) of each GPU.
+    """Reads row remapping (Ampere and newer) or retired pages (older GPUs) of each GPU, and
+    its repair state where the driver reports it (DTD v13: memory channel and TPC repair
+    pending, unrepairable memory).
 
     Row remapping: FAIL on a remapping failure; WARN when a remap is pending (a GPU reset is
     needed to apply it), when rows remapped for uncorrectable errors reach
     `row_remap_uncorrectable_warn` (default 512), or when a memory bank has no spare row left.
     Retired pages: WARN when a retirement is pending; FAIL when pages retired for double-bit
     errors reach `retired_pages_dbe_fail` (default 15, DCGM's soft limit) or all retired pages
-    reach 60 (DCGM's limit). SKIP where neither is reported (GeForce boards; MIG-enabled GPUs do
-    not report remapping). Unreadable values among what it reads (an NVML error string such as
-    Unknown Error, text where a number belongs, a number out of range) are an ERROR naming the
-    GPU and field, a FAIL with a reset/reboot remediation when they say the GPU is lost or
-    requires a reset; a GPU with nothing readable is not judged, and SKIP says "nothing
-    readable" when no GPU is.
+    reach 60 (DCGM's limit). Repair state: FAIL on unrepairable memory; WARN when a memory
+    channel or TPC repair is pending (a GPU reset applies it). SKIP where none is reported
+    (GeForce boards; MIG-enabled GPUs do not report remapping). Unreadable values among what
+    it reads (an NVML error string such as Unknown Error, text where a number belongs, a
+    number out of range) are an ERROR naming the GPU and field, a FAIL with a reset/reboot
+    remediation when they say the GPU is lost or requires a reset; a GPU with nothing
+    readable is not judged, and SKIP says "nothing readable" when no GPU is.
 
     AMD GPUs: the bad-page table (sysfs ras/gpu_vram_bad_pages): FAIL on an unreservable
     page or retired pages at the board's bad_page_threshold, WARN on pending pages or retired pages
     at 80 % of the threshold.
 
-    Remediation: reset the GPU to apply pending remaps/retirements; replace a GPU with a remap
-    failure or too many retired pages.
+    Remediation: reset the GPU to apply pending remaps/retirements/repairs; replace a GPU with a
+    remap failure, unrepairable memory or too many retired pages.
     """
     gate = vendor_gate(probes)
     if gate:
@@ -164,39 +167,66 @@ def row_remap(probes: Probes, expect: Expect) -> Finding:
         if remap is not None and all(remap[key] is None for key in ("correctable", "uncorrectable", "pending", "failure")) \
                 and all(value is None for value in remap["histogram"].values()):
             remap = None  # the structure is there but nothing in it is readable
+        result: Optional[GpuResult] = None
         if remap is not None:
             detail = gpu_detail(gpu, remapped_rows=remap)
             counted(counts, gpu, (remap["correctable"] or 0) + (remap["uncorrectable"] or 0))
             exhausted = remap["histogram"].get("none") or 0
             if remap["failure"]:
-                results.append((FAIL, detail, "row remapping failed"))
+                result = (FAIL, detail, "row remapping failed")
             elif remap["pending"]:
-                results.append((WARN, detail, "row remap pending: reset needed"))
+                result = (WARN, detail, "row remap pending: reset needed")
             elif (remap["uncorrectable"] or 0) >= unc_warn:
-                results.append((WARN, detail, "%d rows remapped for uncorrectable errors" % remap["uncorrectable"]))
+                result = (WARN, detail, "%d rows remapped for uncorrectable errors" % remap["uncorrectable"])
             elif exhausted:
-                results.append((WARN, detail, "%d memory bank(s) have no spare row left" % exhausted))
+                result = (WARN, detail, "%d memory bank(s) have no spare row left" % exhausted)
             else:
-                results.append((PASS, detail, "no pending or failed remap"))
+                result = (PASS, detail, "no pending or failed remap")
         elif retired["single_bit"] is not None or retired["double_bit"] is not None:
             detail = gpu_detail(gpu, retired_pages=retired)
             counted(counts, gpu, (retired["single_bit"] or 0) + (retired["double_bit"] or 0))
             dbe, total = retired["double_bit"] or 0, (retired["single_bit"] or 0) + (retired["double_bit"] or 0)
             if dbe >= dbe_fail or total >= RETIRED_PAGES_LIMIT:
-                results.append((FAIL, detail, "%d pages retired (%d for double-bit errors)" % (total, dbe)))
+                result = (FAIL, detail, "%d pages retired (%d for double-bit errors)" % (total, dbe))
             elif retired["pending"]:
-                results.append((WARN, detail, "page retirement pending: reset needed"))
+                result = (WARN, detail, "page retirement pending: reset needed")
             else:
-                results.append((PASS, detail, "%d pages retired" % total))
+                result = (PASS, detail, "%d pages retired" % total)
+        result = _with_repair(gpu, result)
+        if result is not None:
+            results.append(result)
     mig = any(parse_mode(g["mig"]["current"]) == "enabled" and g["remapped_rows"] is None for g in gpu_records(probes))
     found = verdict(with_unreadable(results, gpus, _READS_ROW_REMAP),
                     "no pending or failed row remap / page retirement on %d GPU(s)" % len(results),
-                    {FAIL: "Drain the node and replace the GPU (remapping failed or retired pages at the limit).",
-                     WARN: RESET_OR_DRAIN + " to apply a pending remap or retirement; replace the GPU when spare rows "
-                     "run out or remaps keep growing."},
+                    {FAIL: "Drain the node and replace the GPU (remapping failed, memory it cannot repair, or retired "
+                     "pages at the limit).",
+                     WARN: RESET_OR_DRAIN + " to apply a pending remap, retirement or repair; replace the GPU when "
+                     "spare rows run out or remaps keep growing."},
                     skip_message="no GPU reports row remapping or retired pages%s" % (
                         " (not reported while MIG is enabled)" if mig else ""))
     return with_counts(counts, found)
+
+
+def _with_repair(gpu: Mapping[str, Any], judged: Optional[GpuResult]) -> Optional[GpuResult]:
+    """The GPU's remap/retirement result with its repair state (DTD v13) judged beside it, the worse status winning:
+    FAIL for memory errors no repair can fix, WARN for a memory channel or TPC repair waiting for a reset. A repair
+    state of No alone judges nothing: it says no more about the rows than a GPU without remapping does."""
+    repair = gpu.get("repair") or {}
+    if all(value is None for value in repair.values()):
+        return judged
+    pending = [name for key, name in (("channel_pending", "memory channel"), ("tpc_pending", "TPC")) if repair.get(key)]
+    if repair.get("unrepairable_memory"):
+        status, phrase = FAIL, "memory errors that no repair can fix (unrepairable memory)"
+    elif pending:
+        status, phrase = WARN, "%s repair pending: reset needed" % " and ".join(pending)
+    else:
+        return None if judged is None else (judged[0], dict(judged[1], repair=repair), judged[2])
+    if judged is None:
+        return status, gpu_detail(gpu, repair=repair), phrase
+    detail = dict(judged[1], repair=repair)
+    if severity(status) > severity(judged[0]):
+        return status, detail, phrase
+    return judged[0], detail, "%s; also %s" % (judged[2], phrase)
 
 
 # nvidia-smi's gpu_recovery_action (DTD v13, NVML nvmlGpuRecoveryAction_t) -> what to do.

@@ -33,8 +33,11 @@ well, and listed in ``unreadable`` so that checks never mistake it for "nothing 
     memory                {total_mib, used_mib}
     ecc                   {current, pending: str|None, volatile, aggregate: {correctable, uncorrectable,
                            dram_correctable, dram_uncorrectable, sram_correctable, sram_uncorrectable},
-                           sram_threshold_exceeded: bool|None}
+                           sram_threshold_exceeded: bool|None}   with MIG enabled under driver 510 (DTD v11) the
+                          GPU's volatile counts read N/A: SRAM uncorrectable is then the sum of its MIG devices' counts
     retired_pages         {single_bit, double_bit: int|None, pending: bool|None}
+    repair                {channel_pending, tpc_pending, unrepairable_memory: bool|None}   DTD v13: a memory channel
+                          or TPC repair waiting for a GPU reset; memory errors no repair can fix
     remapped_rows         None (no row remapper) | {correctable, uncorrectable, pending, failure, histogram}
     temperature           {gpu_c, memory_c, shutdown_c, slowdown_c, max_operating_c, memory_max_c, tlimit_c,
                            shutdown_tlimit_c, slowdown_tlimit_c, max_operating_tlimit_c: number|None}

@@ -329,6 +329,11 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
         "memory": {"total_mib": number_at(gpu, "fb_memory_usage/total"),
                    "used_mib": number_at(gpu, "fb_memory_usage/used")},
         "ecc": _ecc(gpu),
+        # DTD v13 (drivers 580 and 595 in the recordings): a memory channel or TPC repair waiting for a GPU reset,
+        # and memory errors no repair can fix (nvmlDeviceGetRepairStatus, nvmlDeviceGetUnrepairableMemoryFlag_v1).
+        "repair": {"channel_pending": flag_at(gpu, "ecc_errors/channel_repair_pending"),
+                   "tpc_pending": flag_at(gpu, "ecc_errors/tpc_repair_pending"),
+                   "unrepairable_memory": flag_at(gpu, "ecc_errors/unrepairable_memory")},
         "retired_pages": _retired_pages(gpu.find("retired_pages")),
         "remapped_rows": _remapped_rows(gpu.find("remapped_rows")),
         "temperature": _temperature(gpu.find("temperature")),
@@ -391,10 +396,19 @@ def _clock_event_reasons(gpu: ET.Element) -> dict[str, Any]:
 
 def _ecc(gpu: ET.Element) -> dict[str, Any]:
     errors = gpu.find("ecc_errors")
+    volatile = _ecc_counts(None if errors is None else errors.find("volatile"))
+    if volatile["sram_uncorrectable"] is None:
+        # With MIG enabled, driver 510 (DTD v11) writes the GPU's volatile counters N/A and counts SRAM uncorrectable
+        # errors per MIG device instead (535 writes both: the GPU's own count is read then).
+        per_instance = _total(*(number_at(device, "ecc_error_count/volatile_count/sram_uncorrectable")
+                                for device in gpu.findall("mig_devices/mig_device")))
+        if per_instance is not None:
+            volatile["sram_uncorrectable"] = per_instance
+            volatile["uncorrectable"] = _total(volatile["dram_uncorrectable"], per_instance)
     return {
         "current": value_at(gpu, "ecc_mode/current_ecc"),
         "pending": value_at(gpu, "ecc_mode/pending_ecc"),
-        "volatile": _ecc_counts(None if errors is None else errors.find("volatile")),
+        "volatile": volatile,
         "aggregate": _ecc_counts(None if errors is None else errors.find("aggregate")),
         "sram_threshold_exceeded": flag_at(errors, "aggregate/sram_threshold_exceeded"),
     }
