@@ -11,9 +11,10 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
 from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, judge
+from ansible_collections.continuum.hydra.tests.unit.plugins.module_utils._doctor.checks.test_unreadable import IDENTITY, leaves
 
 MORE = ("tesla-v100-pcie-32gb-v11.xml", "tesla-v100s-pcie-32gb-x8-v11.xml", "a100-sxm4-40gb-mig-v11.xml",
-        "tesla-p100-pcie-16gb-v11.xml", "grid-p4-1q-vgpu-v11.xml")
+        "tesla-p100-pcie-16gb-v11.xml", "quadro-p400-418.xml", "grid-p4-1q-vgpu-v11.xml")
 VALUE_CHECKS = [c.id for c in GPU_CHECKS if c.id.startswith("gpu.") and c.id not in ("gpu.nvml_available", "gpu.nvml_devices")]
 
 
@@ -43,6 +44,8 @@ def statuses(data, *check_ids):
                                           "gpu.clocks": PASS, "gpu.persistence_mode": WARN}),
     ("a100-sxm4-40gb-mig-v11.xml", {"gpu.mig": PASS, "gpu.ecc_errors": PASS, "gpu.row_remap": SKIP, "gpu.clocks": PASS}),
     ("tesla-p100-pcie-16gb-v11.xml", {"gpu.ecc_errors": PASS, "gpu.row_remap": PASS, "gpu.temperature": PASS}),
+    ("quadro-p400-418.xml", {"gpu.ecc_errors": SKIP, "gpu.row_remap": SKIP, "gpu.pcie_link": PASS, "gpu.temperature": PASS,
+                             "gpu.power": SKIP, "gpu.recovery_action": SKIP}),
     ("grid-p4-1q-vgpu-v11.xml", {"gpu.temperature": SKIP, "gpu.power": SKIP, "gpu.clocks": SKIP, "gpu.ecc_errors": SKIP,
                                  "gpu.pcie_link": SKIP, "gpu.recovery_action": SKIP}),
 ])
@@ -51,6 +54,21 @@ def test_each_recording_as_a_person_judges_it(name, expected):
     found = statuses(data)
     assert {cid: found[cid] for cid in expected} == expected
     assert not [cid for cid, status in found.items() if status in (FAIL, ERROR)], found
+
+
+@pytest.mark.parametrize("name", [name for name in MORE if "vgpu" not in name])
+def test_a_gpu_listed_with_every_reading_na_is_error_never_healthy(name):
+    def blank_first_gpu(root):
+        for node, path in leaves(root):
+            if path not in IDENTITY and path.rsplit("/", 1)[-1] not in IDENTITY:
+                node.text = "N/A"
+    data = planted(name, blank_first_gpu)
+    for cid in VALUE_CHECKS:
+        if cid in ("gpu.count", "gpu.model", "gpu.xid_errors", "gpu.nvlink", "gpu.fabric_manager"):
+            continue
+        record = judge(cid, data)
+        assert record["status"] == ERROR, (name, cid, record["message"])
+        assert 0 in [g["index"] for g in record["details"]["gpus"]], cid
 
 
 def test_messages_say_what_the_recordings_show():

@@ -139,6 +139,19 @@ def test_p100_driver_510_lifetime_correctable_count_in_device_memory():
     assert gpu["clock_event_reasons"] == dict(QUIET, gpu_idle=True) and gpu["clocks"]["sm_mhz"] == 405
 
 
+def test_quadro_driver_418_without_doctype():
+    data = parsed("quadro-p400-418.xml")
+    (gpu,) = data["gpus"]
+    assert (data["driver_version"], data["cuda_version"], gpu["name"], gpu["brand"]) == ("418.43", "10.1", "Quadro P400", "Quadro")
+    assert gpu["architecture"] is None and gpu["virtualization_mode"] == "None"
+    assert (gpu["pcie"]["gen_current"], gpu["pcie"]["gen_max"], gpu["pcie"]["width_current"]) == (1, 3, 16)
+    assert gpu["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}  # <pending_retirement>N/A only
+    assert gpu["ecc"]["volatile"] == NO_ECC and set(gpu["power"].values()) == {None}
+    assert (gpu["temperature"]["gpu_c"], gpu["temperature"]["shutdown_c"], gpu["temperature"]["slowdown_c"]) == (33, 103, 100)
+    assert gpu["clocks"]["sm_mhz"] == 139 and gpu["max_clocks"] == {"graphics_mhz": 1252, "sm_mhz": 1252, "memory_mhz": 2005}
+    assert gpu["clock_event_reasons"] == dict(QUIET, gpu_idle=True) and gpu["unreadable"] == {}
+
+
 def test_vgpu_guest_on_windows_placeholders_and_absent_values():
     data = parsed("grid-p4-1q-vgpu-v11.xml")
     (gpu,) = data["gpus"]
