@@ -1,8 +1,9 @@
 """AMD GPU test data and fakes shared by the unit and integration tests.
 
-amd-smi documents (the recorded MI210 static output, tests/fixtures/amd/README.md, and an RX 6600 built from the facts
-of a recording), a sysfs tree of AMD GPUs under a temporary directory, the probe envelopes the doctor's AMD checks
-are judged on, and a local-connection host whose fake amd-smi replays those documents.
+amd-smi documents (the recorded MI210 and Strix Halo static output, tests/fixtures/amd/README.md, an RX 6600 built
+from the facts of a recording, and those spelt as ROCm 6.0's amd-smi spells them), a sysfs tree of AMD GPUs under a
+temporary directory, the probe envelopes the doctor's AMD checks are judged on, and a local-connection host whose
+fake amd-smi replays those documents.
 """
 
 import json
@@ -100,6 +101,81 @@ def with_ecc(uncorrectable=0, deferred=0, umc_uncorrectable=0):
     doc[0]["ecc_blocks"] = {"UMC": {"correctable_count": 0, "uncorrectable_count": umc_uncorrectable, "deferred_count": 0},
                             "XGMI_WAFL": {"correctable_count": 0, "uncorrectable_count": 0, "deferred_count": 0}}
     return metric_text(doc)
+
+
+# amd-smi documents of other releases and planted faults, made from the recordings above.
+
+STRIX_STATIC = read_fixture("amd", "amd-smi", "gkm-strixhalo-8060s-static-inbox-driver.json")
+STRIX_LIST = read_fixture("amd", "amd-smi", "gkm-strixhalo-8060s-list.json")
+# The MI210 recording's RAS blocks with ECC enabled (XGMI_WAFL is DISABLED there).
+MI210_ENABLED = ("UMC", "SDMA", "GFX", "MMHUB", "PCIE_BIF", "HDP")
+
+
+def bare(tree):
+    """{"value": N, "unit": U} -> N all through a document (what amd-smi wrote before ROCm 6.1)."""
+    if isinstance(tree, dict):
+        return tree["value"] if set(tree) == {"value", "unit"} else dict((k, bare(v)) for k, v in tree.items())
+    if isinstance(tree, list):
+        return [bare(v) for v in tree]
+    return tree
+
+
+def rocm60_metric(uncorrectable=0, xgmi="AMDSMI_XGMI_STATUS_NO_ERRORS"):
+    """The RX 6600 metric above as ROCm 6.0's amd-smi spells it, with the MI210's ECC blocks.
+
+    The spellings are those of AMD's own CLI (ROCm/amdsmi `amdsmi_cli/amdsmi_commands.py` at the tag rocm-6.0.0):
+    bare numbers, `power.current_power`, `pcie.current_lanes` / `current_speed`, `ecc.total_correctable` /
+    `total_uncorrectable`, `ecc_block`, `usage.gfx_usage` / `mem_usage`, clocks `gfx` / `MEM` with `cur_clk`,
+    `xgmi_err` as the library's status name. No ROCm 6.0 recording is public: the values move, nothing else."""
+    new = bare(rx6600_metric()[0])
+    power, pcie, usage, clock = new["power"], new["pcie"], new["usage"], new["clock"]
+    return [{
+        "gpu": 0,
+        "usage": {"gfx_usage": usage["gfx_activity"], "mem_usage": usage["umc_activity"], "mm_ip_usage": usage["mm_activity"]},
+        "power": {"current_power": power["socket_power"], "current_gfx_voltage": power["gfx_voltage"],
+                  "current_soc_voltage": power["soc_voltage"], "current_mem_voltage": power["mem_voltage"],
+                  "power_limit": "N/A", "power_management": power["power_management"],
+                  "throttle_status": power["throttle_status"]},
+        "clock": {"gfx": {"cur_clk": clock["gfx_0"]["clk"], "max_clk": clock["gfx_0"]["max_clk"],
+                          "min_clk": clock["gfx_0"]["min_clk"], "sleep_clk": "N/A", "is_clk_locked": "N/A"},
+                  "MEM": {"cur_clk": clock["mem_0"]["clk"], "max_clk": clock["mem_0"]["max_clk"],
+                          "min_clk": clock["mem_0"]["min_clk"], "sleep_clk": "N/A"}},
+        "temperature": new["temperature"],
+        "ecc": {"total_correctable": 0, "total_uncorrectable": uncorrectable, "cache_correctable": 0,
+                "cache_uncorrectable": 0},
+        "pcie": {"current_lanes": pcie["width"], "current_speed": pcie["speed"], "replay_count": "N/A",
+                 "l0_to_recovery_count": "N/A", "replay_roll_over_count": "N/A", "nak_sent_count": "N/A",
+                 "nak_received_count": "N/A", "current_bandwidth_sent": "N/A", "current_bandwidth_received": "N/A",
+                 "max_packet_size": "N/A"},
+        "ecc_block": dict((block, {"correctable": 0, "uncorrectable": uncorrectable if block == "UMC" else 0})
+                          for block in MI210_ENABLED),
+        "xgmi_err": xgmi,
+        "mem_usage": dict((key, new["mem_usage"][key]) for key in ("total_vram", "used_vram", "free_vram")),
+    }]
+
+
+def rocm60_static():
+    """The recorded MI210 static as ROCm 6.0's amd-smi spells it (same source): bare numbers, limit.current_power
+    (no min_power), the library's driver_version and vram_size_mb, ecc_block_state as a list of {block, status}."""
+    old = bare(json.loads(MI210_STATIC)["gpu_data"][0])
+    limit = old["limit"]
+    old["limit"] = dict(limit, current_power=limit.pop("socket_power"))
+    del old["limit"]["min_power"]
+    old["driver"] = {"driver_name": "amdgpu", "driver_version": old["driver"]["version"], "driver_date": "N/A"}
+    old["vram"] = {"vram_type": old["vram"]["type"], "vram_vendor": old["vram"]["vendor"],
+                   "vram_size_mb": old["vram"]["size"]}
+    old["ras"]["ecc_block_state"] = [{"block": block, "status": state} for block, state in old["ras"]["ecc_block_state"].items()]
+    old["bus"] = dict(old["bus"], pcie_interface_version=4)
+    return [old]
+
+
+def every_leaf_na(tree):
+    """A metric document as amd-smi writes it when every library call fails: "N/A" in place of every reading."""
+    if isinstance(tree, dict):
+        return "N/A" if "value" in tree else dict((k, every_leaf_na(v)) for k, v in tree.items())
+    if isinstance(tree, list):
+        return [every_leaf_na(v) for v in tree]
+    return "N/A" if isinstance(tree, (int, float)) and not isinstance(tree, bool) else tree
 
 
 # A sysfs tree of AMD GPUs under a temporary directory.

@@ -16,9 +16,10 @@ from typing import Any, Optional
 
 from ansible_collections.continuum.hydra.plugins.module_utils import _expect
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks import events
-from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.per_gpu import verdict
+from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.per_gpu import verdict, with_unreadable
 from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.registry import Expect, Finding, Probes, check
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus import PARTITION_DEVICES
+from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.amd_smi import XGMI_FAULTS
 from ansible_collections.continuum.hydra.plugins.module_utils._host.pci import pci_key
 from ansible_collections.continuum.hydra.plugins.module_utils._results import finding, gpu_name, gpu_ref
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, READ_ABSENT, READ_FAILED, READ_OK, SKIP, WARN, worst
@@ -198,24 +199,30 @@ def amd_smi_works(probes: Probes, expect: Expect) -> Finding:
 
 @check("gpu.xgmi", "XGMI links", requires=("amd_smi",))
 def xgmi(probes: Probes, expect: Expect) -> Finding:
-    """Reads each AMD GPU's XGMI error count (amd-smi metric xgmi_err) and its XGMI_WAFL RAS block counts.
+    """Reads each AMD GPU's XGMI error status (amd-smi metric xgmi_err) and its XGMI_WAFL RAS block counts.
 
-    FAIL on an XGMI error count above 0 or an uncorrectable XGMI_WAFL error (a link fault); WARN on
-    correctable XGMI_WAFL errors; PASS when counts are 0; SKIP when no GPU reports them (PCIe-only
-    boards; MI300X reports "N/A" for xgmi_err and counts XGMI_WAFL instead; N/A never FAILs).
+    FAIL on an XGMI error status of ERROR or MULTIPLE_ERRORS (an error count above 0 where a tool
+    gives a count) or an uncorrectable XGMI_WAFL error (a link fault); WARN on correctable
+    XGMI_WAFL errors; PASS on NO_ERRORS and zero counts; SKIP when no GPU reports them (PCIe-only
+    boards; MI300X reports "N/A" for xgmi_err and counts XGMI_WAFL instead; N/A never FAILs). A
+    status amd-smi does not have is an ERROR naming the GPU.
 
     Remediation: drain the node and reset the GPUs; if errors return on the same link, the baseboard or
     GPU needs service.
     """
     results = []
-    for gpu in _amd(probes)["gpus"]:
-        count = (gpu.get("xgmi") or {}).get("error_count")
+    gpus = _amd(probes)["gpus"]
+    for gpu in gpus:
+        count, status = ((gpu.get("xgmi") or {}).get(key) for key in ("error_count", "error_status"))
+        faulty = status in XGMI_FAULTS
         wafl = (gpu.get("ras_blocks") or {}).get("XGMI_WAFL") or {}
         judged = wafl if wafl.get("enabled") is not False else {}
-        if count is None and judged.get("uncorrectable") is None and judged.get("correctable") is None:
+        if count is None and not faulty and judged.get("uncorrectable") is None and judged.get("correctable") is None:
             continue
-        detail = dict(gpu_ref(gpu), xgmi_error_count=count, xgmi_wafl=judged or None)
-        if count:
+        detail = dict(gpu_ref(gpu), xgmi_error_count=count, xgmi_error_status=status, xgmi_wafl=judged or None)
+        if faulty:
+            results.append((FAIL, detail, "XGMI error status %s" % status))
+        elif count:
             results.append((FAIL, detail, "XGMI error count %s" % count))
         elif judged.get("uncorrectable"):
             results.append((FAIL, detail, "%s uncorrectable XGMI_WAFL errors" % judged["uncorrectable"]))
@@ -223,7 +230,7 @@ def xgmi(probes: Probes, expect: Expect) -> Finding:
             results.append((WARN, detail, "%s correctable XGMI_WAFL errors" % judged["correctable"]))
         else:
             results.append((PASS, detail, "no XGMI error"))
-    return verdict(results, "no XGMI error on %d GPU(s)" % len(results),
+    return verdict(with_unreadable(results, gpus, ("xgmi",)), "no XGMI error on %d GPU(s)" % len(results),
                    "Drain the node and reset the GPUs (`amd-smi reset -G`); if errors return on the same link, have "
                    "the baseboard or GPU serviced.", skip_message="no GPU reports XGMI error counts")
 

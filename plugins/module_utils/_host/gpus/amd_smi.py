@@ -9,11 +9,14 @@ maxima, power and temperature limits, RAS/ECC state per block, partition modes) 
 (temperatures, power, clocks, PCIe link and replays, ECC counts per block, XGMI errors). No single subcommand gives
 static and metric values together.
 
-The JSON comes in two shapes: a bare list ``[{"gpu": 0, ...}]`` (amd-smi 24.x, ROCm 6.1-6.3) and
+The JSON comes in two shapes: a bare list ``[{"gpu": 0, ...}]`` (ROCm 6.0 to 6.3) and
 ``{"gpu_data": [...]}`` (newer releases); a lone object is one GPU. amd-smi may print warnings before the JSON:
 everything before the first line opening with ``[`` or ``{`` is skipped. Numbers come as ``{"value": N, "unit":
 "C"}`` or bare; "N/A" (anywhere, also as a ``value``) is absent by design: None. Text where a number belongs, an
-AMDSMI_STATUS_* error, or a number beyond 2**64 is unreadable: None and listed in the record's ``unreadable``.
+AMDSMI_STATUS_* error, or a number beyond 2**64 is unreadable: None and listed in the record's ``unreadable``; so is
+"N/A" where static says the value exists (temperature limits, a power cap, ECC enabled) on a GPU's first partition,
+since amd-smi writes "N/A" for every library call that fails. Keys renamed between releases are read under each
+spelling (_DRAW, _reading).
 
 GPUs are matched across the three documents by PCI address (static ``bus.bdf``, list ``bdf``) or UUID, never by
 list position; metric names a GPU by its ``gpu`` index only, so it is matched by index only while static and list
@@ -370,8 +373,7 @@ def _pair(static: list[dict[str, Any]], metric: list[dict[str, Any]],
             slots.append(_Slot(identity))
             slots[-1].parts["metric"] = item
         else:
-            ecc = item.get("ecc")
-            errors = [(kind, number(_first(ecc, "total_%s_count" % kind, kind))) for kind in ("uncorrectable", "deferred")]
+            errors = [(kind, _ecc_total(item.get("ecc"), kind)) for kind in ("uncorrectable", "deferred")]
             named = ", ".join("%s %s" % (count, kind) for kind, count in errors if isinstance(count, (int, float)) and count)
             unmatched_errors = unmatched_errors or bool(named)
             problems.append("amd-smi metric GPU %s matched no GPU%s" % (
@@ -405,12 +407,15 @@ def parse_amd_smi(static_text: str, metric_text: str, list_text: Optional[str] =
     for position, slot in enumerate(slots):
         index = slot.identity["index"] if slot.identity["index"] is not None else position
         missing = None
-        if "metric" not in slot.parts and metric:
+        if "metric" not in slot.parts:
+            # Static or list names the GPU, metric does not (even when metric lists no GPU at all): lost between
+            # the calls, its readings are unknown.
             missing = "not in amd-smi metric%s" % (
-                " (the GPUs were enumerated differently between the amd-smi calls)" if pairing else "")
+                " (the GPUs were enumerated differently between the amd-smi calls)" if pairing
+                else "" if metric else " (it lists no GPU)")
         gpus.append(_gpu(index, slot.parts.get("static", {}), slot.parts.get("metric", {}), slot.parts.get("list", {}),
                          missing, unmatched_errors))
-    versions = [at(slot.parts.get("static"), "driver", "version") for slot in slots]
+    versions = [_first(at(slot.parts.get("static"), "driver"), "version", "driver_version") for slot in slots]
     driver_version, kind, kernel = driver_identity(next((v for v in versions if not absent(v)), None))
     return {"vendor": VENDOR, "source": "amd-smi", "driver_version": driver_version, "driver_kind": kind,
             "kernel_release": kernel, "gpus": gpus, "unreadable": {}, "problems": problems}
@@ -458,15 +463,17 @@ def _gpu(index: int, static: dict[str, Any], metric: dict[str, Any], listing: di
         or text(at(static, "ifwi", "version")) or text(at(static, "vbios", "name")),
         performance_state=text(metric.get("perf_level")),
     )
-    _static_limits(record, static)
-    _metric_values(record, metric)
-    _ras(record, static, metric)
     partition = static.get("partition")
     record["partition"] = {
         "compute": text(at(partition, "compute_partition")) or text(at(partition, "accelerator_partition")),
         "memory": text(at(partition, "memory_partition")),
         "id": number(listing.get("partition_id")) if "partition_id" in listing else number(at(partition, "partition_id")),
     }
+    # Only a GPU's first partition reports its sensors and ECC counts (the others write "N/A" by design).
+    primary = record["partition"]["id"] in (None, 0)
+    _static_limits(record, static)
+    _metric_values(record, metric, primary)
+    _ras(record, static, metric, primary)
     if missing_metric:
         # The metric document lists GPUs, but none is this one: its readings are unknown, not absent (its ECC
         # counts too where ECC is on, or where a metric matched to no GPU reports errors).
@@ -474,6 +481,43 @@ def _gpu(index: int, static: dict[str, Any], metric: dict[str, Any], listing: di
         fields = _METRIC_FIELDS + (("ecc.volatile",) if ecc else ())
         record["unreadable"] = dict((field, missing_metric) for field in fields)
     return finish(record)
+
+
+# amd-smi renamed its JSON keys between releases; each reading is looked up under every spelling, the current one
+# first (AMD's CLI, ROCm/amdsmi amdsmi_cli/amdsmi_commands.py at the tags rocm-6.0.0, rocm-6.1.0, rocm-6.2.0):
+# ROCm 6.0 wrote power.current_power, pcie.current_lanes / current_speed, ecc.total_uncorrectable, ecc_block,
+# usage.gfx_usage / mem_usage, clocks gfx / MEM with cur_clk, static limit.current_power, driver.driver_version and
+# vram.vram_size_mb; ROCm 6.0 to 6.1.1 name the clocks gfx / MEM, later releases gfx_0 / mem_0.
+_DRAW = ("socket_power", "average_socket_power", "current_power")
+_CAP = ("socket_power", "power_cap", "current_power")
+# xgmi_err is the library's status name in every release (amdsmi_xgmi_status_t), else "N/A"; the two fault names
+# report a link error (gpu.xgmi FAILs on them), NO_ERRORS reads as a count of 0.
+_XGMI_STATUS = "AMDSMI_XGMI_STATUS_"
+XGMI_OK = "AMDSMI_XGMI_STATUS_NO_ERRORS"
+XGMI_FAULTS = ("AMDSMI_XGMI_STATUS_ERROR", "AMDSMI_XGMI_STATUS_MULTIPLE_ERRORS")
+# "N/A" where amd-smi static says the value exists: amd-smi writes "N/A" for any failed library call, so on a GPU
+# whose static output gives temperature limits or ECC state, an all-"N/A" reading is a failed read, not a missing
+# sensor.
+_NA_DESPITE = "N/A, although amd-smi static %s"
+
+
+def _reading(tree: Any, *keys: str) -> Any:
+    """The number under the first of ``keys`` that holds one (an Unreadable counts); None when none does."""
+    for key in keys:
+        value = number(at(tree, key))
+        if value is not None:
+            return value
+    return None
+
+
+def _no_cap(value: Any) -> Any:
+    """A power cap or its maximum; 0 W is no cap (an APU writes 0 W for its maximum, minimum and cap): None."""
+    return None if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0 else value
+
+
+def _ecc_total(ecc: Any, kind: str) -> Any:
+    """metric.ecc's total of ``kind`` (correctable, uncorrectable, deferred) under each release's spelling."""
+    return _reading(ecc, "total_%s_count" % kind, "total_%s" % kind, kind)
 
 
 def _static_limits(record: dict[str, Any], static: dict[str, Any]) -> None:
@@ -487,53 +531,68 @@ def _static_limits(record: dict[str, Any], static: dict[str, Any]) -> None:
         match = re.search(r"(\d+)", version) if isinstance(version, str) else None
         record["pcie"]["gen_max"] = int(match.group(1)) if match else None
     # Newer releases nest the caps per power limit type: limit.ppt0.{socket,max,min}_power_limit.
-    ppt0 = at(limit, "ppt0") if isinstance(at(limit, "ppt0"), dict) else {}
-    record["power"].update(limit_w=number(_first(limit, "socket_power", "power_cap") if _first(ppt0, "socket_power_limit") is None
-                                          else _first(ppt0, "socket_power_limit")),
-                           min_limit_w=number(_first(ppt0, "min_power_limit") or _first(limit, "min_power")),
-                           max_limit_w=number(_first(ppt0, "max_power_limit") or _first(limit, "max_power")))
+    ppt0 = at(limit, "ppt0")
+    cap, top, bottom = (_reading(ppt0, "%s_power_limit" % name) for name in ("socket", "max", "min"))
+    record["power"].update(limit_w=_no_cap(_reading(limit, *_CAP) if cap is None else cap),
+                           min_limit_w=_reading(limit, "min_power") if bottom is None else bottom,
+                           max_limit_w=_no_cap(_reading(limit, "max_power") if top is None else top))
     # The VRAM limits are spelt slowdown_vram_temperature or slowdown_mem_temperature depending on the release.
     record["_limits"] = dict(("%s_%s" % (kind, sensor), number(_first(limit, *("%s_%s_temperature" % (kind, name) for name in names))))
                              for kind in ("slowdown", "shutdown")
                              for sensor, names in (("edge", ("edge",)), ("hotspot", ("hotspot", "junction")),
                                                    ("vram", ("vram", "mem"))))
-    total = number(at(static, "vram", "size"))
-    record["memory"]["total_mib"] = total
+    record["memory"]["total_mib"] = _reading(static.get("vram"), "size", "vram_size_mb")
 
 
-def _metric_values(record: dict[str, Any], metric: dict[str, Any]) -> None:
+def _metric_values(record: dict[str, Any], metric: dict[str, Any], primary: bool) -> None:
     limits = dict((k, v) for k, v in record.pop("_limits", {}).items() if not isinstance(v, Unreadable))
     temps = metric.get("temperature")
     set_temperatures(record["temperature"], number(at(temps, "edge")), number(at(temps, "hotspot")),
                      number(at(temps, "mem")), limits)
+    temperature = record["temperature"]
+    if primary and "temperature" in metric and all(temperature[key] is None for key in ("edge_c", "hotspot_c", "memory_c")) \
+            and any(isinstance(value, (int, float)) and value > 0 for key, value in limits.items() if "vram" not in key):
+        temperature["gpu_c"] = Unreadable(_NA_DESPITE % "gives the GPU's temperature limits")
     power = metric.get("power")
-    draw = number(at(power, "socket_power"))
-    if draw is None:
-        draw = number(at(power, "average_socket_power"))
-    record["power"]["draw_w"] = draw
+    record["power"]["draw_w"] = _reading(power, *_DRAW)
+    if primary and "power" in metric and record["power"]["draw_w"] is None and record["power"]["limit_w"] is not None:
+        record["power"]["draw_w"] = Unreadable(_NA_DESPITE % "gives the GPU's power cap")
     throttle = text(at(power, "throttle_status"))
     if isinstance(throttle, str):
         record["clock_event_reasons"] = {"throttled": throttle.upper() == "THROTTLED"}
     pcie = metric.get("pcie")
-    speed = number(at(pcie, "speed"))
+    speed = _reading(pcie, "speed", "current_speed")
     if isinstance(speed, (int, float)) and speed > 1000:
         speed = speed / 1000.0
-    record["pcie"].update(width_current=number(at(pcie, "width")), gen_current=gen_of(speed),
+    record["pcie"].update(width_current=_reading(pcie, "width", "current_lanes"), gen_current=gen_of(speed),
                           replay_counter=number(at(pcie, "replay_count")),
-                          replay_rollover_counter=number(at(pcie, "replay_roll_over_count")))
+                          replay_rollover_counter=_reading(pcie, "replay_roll_over_count", "replay_rollover_count"))
     usage = metric.get("usage")
-    record["utilization"] = {"gpu_pct": number(at(usage, "gfx_activity")),
-                             "memory_pct": number(at(usage, "umc_activity"))}
+    record["utilization"] = {"gpu_pct": _reading(usage, "gfx_activity", "gfx_usage"),
+                             "memory_pct": _reading(usage, "umc_activity", "mem_usage")}
     memory = metric.get("mem_usage")
     if at(memory, "total_vram") is not None:
         record["memory"]["total_mib"] = number(at(memory, "total_vram"))
     record["memory"]["used_mib"] = number(at(memory, "used_vram"))
     clock = metric.get("clock")
-    record["clocks"] = _clocks(number(at(clock, "gfx_0", "clk")), number(at(clock, "mem_0", "clk")))
-    record["max_clocks"] = _clocks(number(at(clock, "gfx_0", "max_clk")), number(at(clock, "mem_0", "max_clk")))
-    xgmi = metric.get("xgmi_err")
-    record["xgmi"] = {"error_count": number(xgmi) if not isinstance(xgmi, dict) or "value" in xgmi else None,
-                      "error_status": text(at(xgmi, "status")) if isinstance(xgmi, dict) else None}
+    gfx, mem = _first(clock, "gfx_0", "gfx"), _first(clock, "mem_0", "MEM")
+    record["clocks"] = _clocks(_reading(gfx, "clk", "cur_clk"), _reading(mem, "clk", "cur_clk"))
+    record["max_clocks"] = _clocks(number(at(gfx, "max_clk")), number(at(mem, "max_clk")))
+    record["xgmi"] = _xgmi(metric.get("xgmi_err"))
+
+
+def _xgmi(raw: Any) -> dict[str, Any]:
+    """{error_count, error_status} from xgmi_err: a status name (NO_ERRORS reads as 0 errors), a count, or an
+    object; a status name amd-smi does not have is unreadable."""
+    if isinstance(raw, str) and raw.strip().upper().startswith(_XGMI_STATUS):
+        status = raw.strip().upper()
+        if status == XGMI_OK:
+            return {"error_count": 0, "error_status": status}
+        if status in XGMI_FAULTS:
+            return {"error_count": None, "error_status": status}
+        return {"error_count": Unreadable(shorten(raw.strip())), "error_status": None}
+    return {"error_count": number(raw) if not isinstance(raw, dict) or "value" in raw else None,
+            "error_status": text(at(raw, "status")) if isinstance(raw, dict) else None}
 
 
 def _first(tree: Any, *keys: str) -> Any:
@@ -551,11 +610,12 @@ def _enabled(state: Any) -> Optional[bool]:
     return value.upper() == "ENABLED"
 
 
-def _ras(record: dict[str, Any], static: dict[str, Any], metric: dict[str, Any]) -> None:
+def _ras(record: dict[str, Any], static: dict[str, Any], metric: dict[str, Any], primary: bool) -> None:
     """ECC counts since driver load (metric.ecc totals, metric.ecc_blocks per block), kept where the static RAS
     section says ECC is enabled on some block: on parts without it (Radeon) the zero counts mean nothing. An
     uncorrectable or deferred count above zero is kept whatever the RAS state reads ("N/A", DISABLED, no static):
-    a reported error is never dropped (ecc.current then says what the state read, for the check to name)."""
+    a reported error is never dropped (ecc.current then says what the state read, for the check to name). With
+    ECC enabled, "N/A" totals are the blocks' sum, else unreadable."""
     ras = static.get("ras")
     states = at(ras, "ecc_block_state")
     if isinstance(states, list):
@@ -566,30 +626,32 @@ def _ras(record: dict[str, Any], static: dict[str, Any], metric: dict[str, Any])
     record["bad_pages"]["threshold"] = threshold
     any_enabled = any(enabled.values())
     record["ecc"]["current"] = "Enabled" if any_enabled else ("Disabled" if enabled else None)
-    blocks = metric.get("ecc_blocks")
+    blocks = _first(metric, "ecc_blocks", "ecc_block")
     per_block: dict[str, Any] = {}
     if isinstance(blocks, dict):
         for block, counts in blocks.items():
             per_block[block.upper()] = {"enabled": enabled.get(block.upper()),
-                                        "correctable": number(_first(counts, "correctable_count", "correctable")),
-                                        "uncorrectable": number(_first(counts, "uncorrectable_count", "uncorrectable")),
-                                        "deferred": number(_first(counts, "deferred_count", "deferred"))}
+                                        "correctable": _reading(counts, "correctable_count", "correctable"),
+                                        "uncorrectable": _reading(counts, "uncorrectable_count", "uncorrectable"),
+                                        "deferred": _reading(counts, "deferred_count", "deferred")}
     record["ras_blocks"] = per_block
     ecc = metric.get("ecc")
     memory = per_block.get(_MEMORY_BLOCK) or {}
-    counts = _counts(number(_first(ecc, "total_correctable_count", "correctable")),
-                     number(_first(ecc, "total_uncorrectable_count", "uncorrectable")),
-                     number(_first(ecc, "total_deferred_count", "deferred")),
+    counts = _counts(_ecc_total(ecc, "correctable"), _ecc_total(ecc, "uncorrectable"), _ecc_total(ecc, "deferred"),
                      memory.get("correctable"), memory.get("uncorrectable"))
     blocks_bad = [c for c in per_block.values() for kind in ("uncorrectable", "deferred")
                   if isinstance(c[kind], (int, float)) and c[kind] > 0]
     reported = [counts[kind] for kind in ("uncorrectable", "deferred", "dram_uncorrectable")
                 if isinstance(counts[kind], (int, float)) and counts[kind] > 0]
+    block_uncorrectable = [c["uncorrectable"] for c in per_block.values() if isinstance(c["uncorrectable"], (int, float))]
     if any_enabled:
+        if counts["uncorrectable"] is None and block_uncorrectable:
+            counts["uncorrectable"] = sum(block_uncorrectable)
+        elif counts["uncorrectable"] is None and primary and "ecc" in metric:
+            counts["uncorrectable"] = Unreadable(_NA_DESPITE % "reads ECC as enabled")
         record["ecc"]["volatile"] = counts
     elif reported or blocks_bad:
         if counts["uncorrectable"] is None and blocks_bad:
-            counts["uncorrectable"] = sum(c["uncorrectable"] for c in per_block.values()
-                                          if isinstance(c["uncorrectable"], (int, float)))
+            counts["uncorrectable"] = sum(block_uncorrectable)
         record["ecc"]["volatile"] = counts
         record["ecc"]["current"] = record["ecc"]["current"] or "Unknown"
