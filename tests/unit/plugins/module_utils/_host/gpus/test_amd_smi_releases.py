@@ -164,3 +164,14 @@ def test_a_radeon_with_no_limits_and_na_temperatures_is_absent_not_unreadable():
     gpu = parse_amd_smi(json.dumps(static), metric_text(doc), STRIX_LIST)["gpus"][0]
     assert gpu["unreadable"] == {}
 
+
+
+def test_python_warnings_amd_smi_prints_before_the_json_are_skipped():
+    # amd-smi 7.x under Python 3.14 (Bazzite, RX 7800 XT; nathaninline/ajean#39) prints these two warnings, verbatim,
+    # before the {"gpu_data": [...]} document when stderr and stdout are read together.
+    noise = ("/usr/lib/python3.14/site-packages/amdsmi/amdsmi_interface.py:3569: SyntaxWarning: 'return' in a "
+             "'finally' block\n  return return_dictionary\n"
+             "/usr/lib/python3.14/site-packages/amdsmi/amdsmi_interface.py:3603: SyntaxWarning: 'return' in a "
+             "'finally' block\n  return return_dictionary\n")
+    gpu = parse_amd_smi(noise + MI210_STATIC, noise + metric_text(wrapped=True))["gpus"][0]
+    assert (gpu["name"], gpu["temperature"]["hotspot_c"], gpu["power"]["draw_w"]) == ("AMD Instinct MI210", 37, 6)
