@@ -50,6 +50,34 @@ def gpus(count):
     return multiply
 
 
+def leaves(root):
+    """(element, path below <gpu>) of every element with text and no children, in document order."""
+    out = []
+
+    def walk(node, path):
+        for child in node:
+            below = "%s/%s" % (path, child.tag) if path else child.tag
+            if len(child) == 0 and (child.text or "").strip():
+                out.append((child, below))
+            walk(child, below)
+    walk(root.find("gpu"), "")
+    return out
+
+
+# What a GPU still shows when nothing else about it can be read: its identity.
+IDENTITY = ("product_name", "product_brand", "product_architecture", "uuid", "serial", "board_part_number",
+            "vbios_version", "pci_bus_id", "pci_bus", "pci_device", "pci_domain", "pci_device_id", "pci_sub_system_id",
+            "minor_number", "gpu_virtualization_mode/virtualization_mode")
+
+
+def blank_readings(root):
+    """An edit: every reading of the first <gpu> N/A, its identity (IDENTITY) kept: a GPU the driver lists but
+    cannot query."""
+    for node, path in leaves(root):
+        if path not in IDENTITY and path.rsplit("/", 1)[-1] not in IDENTITY:
+            node.text = "N/A"
+
+
 def kernel_log(text="", hours=24):
     """What the kernel_log probe returns for a log text, built by the probe's own scan()."""
     return ok(dict(xid.scan(text), source="journalctl", journal_problem=None, window_hours=hours, window_applied=True))

@@ -10,8 +10,7 @@ import pytest
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, judge
-from ansible_collections.continuum.hydra.tests.unit.plugins.module_utils._doctor.checks.test_unreadable import IDENTITY, leaves
+from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, blank_readings, judge
 
 MORE = ("tesla-v100-pcie-32gb-v11.xml", "tesla-v100s-pcie-32gb-x8-v11.xml", "a100-sxm4-40gb-mig-v11.xml",
         "tesla-p100-pcie-16gb-v11.xml", "quadro-p400-418.xml", "grid-p4-1q-vgpu-v11.xml")
@@ -58,11 +57,7 @@ def test_each_recording_as_a_person_judges_it(name, expected):
 
 @pytest.mark.parametrize("name", [name for name in MORE if "vgpu" not in name])
 def test_a_gpu_listed_with_every_reading_na_is_error_never_healthy(name):
-    def blank_first_gpu(root):
-        for node, path in leaves(root):
-            if path not in IDENTITY and path.rsplit("/", 1)[-1] not in IDENTITY:
-                node.text = "N/A"
-    data = planted(name, blank_first_gpu)
+    data = planted(name, blank_readings)
     for cid in VALUE_CHECKS:
         if cid in ("gpu.count", "gpu.model", "gpu.xid_errors", "gpu.nvlink", "gpu.fabric_manager"):
             continue

@@ -16,7 +16,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.command impo
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.tests.support.envelopes import ok
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, RECORDINGS
+from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, RECORDINGS, blank_readings, leaves
 
 # Checks judging only nvidia-smi's per-GPU values (the ones this file plants faults for).
 VALUE_CHECKS = [c for c in GPU_CHECKS if c.probes in (("nvidia_smi",), GPU_PROBES)
@@ -43,20 +43,6 @@ READS = {
 def judge_all(data, expect=None):
     probes = {"nvidia_smi": ok(data), "amd_smi": {"status": "absent", "data": None, "reason": "no AMD GPU", "duration_ms": 0.0}}
     return dict((c.id, registry.evaluate(c, probes, expect or {})) for c in VALUE_CHECKS)
-
-
-def leaves(root):
-    """(element, path below <gpu>) of every element with text and no children, in document order."""
-    out = []
-
-    def walk(node, path):
-        for child in node:
-            below = "%s/%s" % (path, child.tag) if path else child.tag
-            if len(child) == 0 and (child.text or "").strip():
-                out.append((child, below))
-            walk(child, below)
-    walk(root.find("gpu"), "")
-    return out
 
 
 def planted(name, edit):
@@ -300,19 +286,9 @@ def test_healthy_recordings_have_nothing_unreadable_and_raise_no_fail_or_error(n
         assert record["status"] not in ("FAIL", "ERROR"), (cid, record["message"])
 
 
-# What a GPU still shows when nothing else about it can be read: its identity.
-IDENTITY = ("product_name", "product_brand", "product_architecture", "uuid", "serial", "board_part_number",
-            "vbios_version", "pci_bus_id", "pci_bus", "pci_device", "pci_domain", "pci_device_id", "pci_sub_system_id",
-            "minor_number", "gpu_virtualization_mode/virtualization_mode")
-
-
 @pytest.mark.parametrize("name", RECORDINGS)
 def test_a_gpu_listed_with_every_reading_na_is_error_in_every_value_check_and_never_healthy(name):
-    def edit(root):
-        for node, path in leaves(root):
-            if path not in IDENTITY and path.rsplit("/", 1)[-1] not in IDENTITY:
-                node.text = "N/A"
-    data = planted(name, edit)
+    data = planted(name, blank_readings)
     assert data["gpus"][0]["unreadable"] == {}
     for cid, record in judge_all(data).items():
         if cid != "gpu.model":
