@@ -510,8 +510,9 @@ def _reading(tree: Any, *keys: str) -> Any:
     return None
 
 
-def _no_cap(value: Any) -> Any:
-    """A power cap or its maximum; 0 W is no cap (an APU writes 0 W for its maximum, minimum and cap): None."""
+def no_cap(value: Any) -> Any:
+    """A power cap or its maximum; 0 W is no cap, None (an APU writes 0 W for its maximum, minimum and cap in amd-smi
+    static; rocm-smi gives an MI250's second die a 0.0 W cap)."""
     return None if isinstance(value, (int, float)) and not isinstance(value, bool) and value == 0 else value
 
 
@@ -533,9 +534,9 @@ def _static_limits(record: dict[str, Any], static: dict[str, Any]) -> None:
     # Newer releases nest the caps per power limit type: limit.ppt0.{socket,max,min}_power_limit.
     ppt0 = at(limit, "ppt0")
     cap, top, bottom = (_reading(ppt0, "%s_power_limit" % name) for name in ("socket", "max", "min"))
-    record["power"].update(limit_w=_no_cap(_reading(limit, *_CAP) if cap is None else cap),
+    record["power"].update(limit_w=no_cap(_reading(limit, *_CAP) if cap is None else cap),
                            min_limit_w=_reading(limit, "min_power") if bottom is None else bottom,
-                           max_limit_w=_no_cap(_reading(limit, "max_power") if top is None else top))
+                           max_limit_w=no_cap(_reading(limit, "max_power") if top is None else top))
     # The VRAM limits are spelt slowdown_vram_temperature or slowdown_mem_temperature depending on the release.
     record["_limits"] = dict(("%s_%s" % (kind, sensor), number(_first(limit, *("%s_%s_temperature" % (kind, name) for name in names))))
                              for kind in ("slowdown", "shutdown")

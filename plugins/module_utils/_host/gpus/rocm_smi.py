@@ -28,6 +28,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.amd_smi
     empty_record,
     finish,
     load_json,
+    no_cap,
     number,
     set_temperatures,
     text,
@@ -119,7 +120,7 @@ def _card(index: int, card_number: int, card: dict[str, Any]) -> dict[str, Any]:
     draw = _power(_get(card, "Average Graphics Package Power (W)"))
     if draw is None:
         draw = _power(_get(card, "Current Socket Graphics Package Power (W)"))
-    record["power"].update(draw_w=draw, limit_w=_power(_get(card, "Max Graphics Package Power (W)")))
+    record["power"].update(draw_w=draw, limit_w=no_cap(_power(_get(card, "Max Graphics Package Power (W)"))))
     record["utilization"] = {"gpu_pct": number(_get(card, "GPU use (%)")),
                              "memory_pct": number(_get(card, "GPU Memory Read/Write Activity (%)"))}
     total, used = number(_get(card, "VRAM Total Memory (B)")), number(_get(card, "VRAM Total Used Memory (B)"))
