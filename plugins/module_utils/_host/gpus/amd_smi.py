@@ -14,8 +14,8 @@ The JSON comes in two shapes: a bare list ``[{"gpu": 0, ...}]`` (ROCm 6.0 to 6.3
 everything before the first line opening with ``[`` or ``{`` is skipped. Numbers come as ``{"value": N, "unit":
 "C"}`` or bare; "N/A" (anywhere, also as a ``value``) is absent by design: None. Text where a number belongs, an
 AMDSMI_STATUS_* error, or a number beyond 2**64 is unreadable: None and listed in the record's ``unreadable``; so is
-"N/A" where static says the value exists (temperature limits, a power cap, ECC enabled) on a GPU's first partition,
-since amd-smi writes "N/A" for every library call that fails. Keys renamed between releases are read under each
+"N/A" where static says the value exists (temperature limits, ECC enabled) on a GPU's first partition, since amd-smi
+writes "N/A" for every library call that fails. Keys renamed between releases are read under each
 spelling (_DRAW, _reading).
 
 GPUs are matched across the three documents by PCI address (static ``bus.bdf``, list ``bdf``) or UUID, never by
@@ -555,9 +555,8 @@ def _metric_values(record: dict[str, Any], metric: dict[str, Any], primary: bool
             and any(isinstance(value, (int, float)) and value > 0 for key, value in limits.items() if "vram" not in key):
         temperature["gpu_c"] = Unreadable(_NA_DESPITE % "gives the GPU's temperature limits")
     power = metric.get("power")
+    # Socket power "N/A" under a cap is no contradiction: a guest VM has no power reading but may set the cap.
     record["power"]["draw_w"] = _reading(power, *_DRAW)
-    if primary and "power" in metric and record["power"]["draw_w"] is None and record["power"]["limit_w"] is not None:
-        record["power"]["draw_w"] = Unreadable(_NA_DESPITE % "gives the GPU's power cap")
     throttle = text(at(power, "throttle_status"))
     if isinstance(throttle, str):
         record["clock_event_reasons"] = {"throttled": throttle.upper() == "THROTTLED"}
