@@ -18,6 +18,7 @@ a seed whatever the code's memory layout: compare it before and after a change.
 
     PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py [--rounds 3] [--sizes 1000 100000]
     PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py --profile 10000   # where the memory goes
+    PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py --step-times      # which step's time grows
 
 Targets (issue 30): per-host cost at the large size <= 1.1 x at the small; memory <= 12 KB per host beyond the
 inputs at the large size (a fixed part of a few MB weighs on the small one; the line before the verdicts gives both
@@ -257,6 +258,22 @@ class Steps:
         return step
 
 
+class StepTimes:
+    """Wall time of each step (STEPS), summed over its calls; a step's time includes the steps it calls."""
+
+    def __init__(self):
+        self.seconds = {}
+
+    def wrap(self, name, func):
+        def step(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+        return step
+
+
 def _patch(steps):
     """Wrap each step (STEPS); returns how to undo it."""
     spaces = {"callback": fleet_report, "analysis": analysis, "history": history, "formats": formats, "state_files": state_files}
@@ -325,6 +342,7 @@ def main():
     parser.add_argument("--profile", type=int, metavar="HOSTS", help="only show where the memory goes at this size")
     parser.add_argument("--digest", type=int, metavar="HOSTS", help="only run once at this size and print the report digest")
     parser.add_argument("--at", help="with --profile: the moment of the by-line view, 'start of STEP' or 'end of STEP'")
+    parser.add_argument("--step-times", action="store_true", help="only show each step's time per host at both sizes")
     parser.add_argument("--max-ratio", type=float, default=MAX_RATIO)
     parser.add_argument("--max-kb", type=float, default=MAX_KB_PER_HOST)
     args = parser.parse_args()
@@ -345,20 +363,53 @@ def main():
             print("report digest at %d hosts (seed %d): %s" % (args.digest, args.seed or args.digest, " ".join(
                 "%s=%s" % kv for kv in sorted(digest(work).items()))))
             return 0
-        return measure(args, root)
+        return step_times(args, root) if args.step_times else measure(args, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def measure(args, root):
-    small_n, large_n = args.sizes
+def build(args, root):
+    """({size: fleet}, {size: its prepared work directory}) of both sizes."""
     fleets, dirs = {}, {}
-    for n in (small_n, large_n):
+    for n in args.sizes:
         started = time.perf_counter()
         fleets[n] = whole_fleet(n, args.seed or n)
         dirs[n] = os.path.join(root, str(n))
         prepare(fleets[n], dirs[n])
         print("built and prepared %d hosts in %.0f s" % (n, time.perf_counter() - started), flush=True)
+    return fleets, dirs
+
+
+def step_times(args, root):
+    """Which step's cost per host grows with the fleet: each step's wall time per host at both sizes (median of the
+    rounds, run alternately) and their ratio, largest first."""
+    small_n, large_n = args.sizes
+    fleets, dirs = build(args, root)
+    seconds = {small_n: [], large_n: []}
+    for _unused in range(args.rounds):
+        for n in (small_n, large_n):
+            timer = StepTimes()
+            undo = _patch(timer)
+            try:
+                total, _lines = run(fleets[n], dirs[n])
+            finally:
+                for owner, attr, real in undo:
+                    setattr(owner, attr, real)
+            timer.seconds["(the whole end of play)"] = total * n
+            seconds[n].append(timer.seconds)
+    print("step: us per host at %d / at %d hosts (median of %d rounds), ratio" % (small_n, large_n, args.rounds))
+    rows = []
+    for name in seconds[small_n][0]:
+        small, large = (statistics.median(r.get(name, 0.0) for r in seconds[n]) * 1e6 / n for n in (small_n, large_n))
+        rows.append((large - small, name, small, large))
+    for _growth, name, small, large in sorted(rows, reverse=True):
+        print("  %-36s %9.1f %9.1f  %.2f" % (name, small, large, large / small if small else float("nan")))
+    return 0
+
+
+def measure(args, root):
+    small_n, large_n = args.sizes
+    fleets, dirs = build(args, root)
     per_host = {small_n: [], large_n: []}
     lines = {}
     for _unused in range(args.rounds):
