@@ -31,6 +31,7 @@ PERSISTENCE_MODE = _expect.key("persistence_mode")
 _READS_PERSISTENCE_MODE = ("persistence_mode",)
 _READS_ECC_MODE = ("ecc.current", "ecc.pending")
 _READS_MIG = ("mig.current", "mig.pending")
+_READS_VGPU_LICENSE = ("vgpu_license",)
 
 
 @check("gpu.persistence_mode", "Persistence mode", requires=("nvidia_smi",))
@@ -148,3 +149,42 @@ def mig_mode(probes: Probes, expect: Expect) -> Finding:
         {FAIL: "Set the MIG mode with `nvidia-smi -mig %d -i <index>`, then reset the GPU." % (1 if wanted == "enabled" else 0),
          WARN: "Reset the GPU (`nvidia-smi -r -i <index>`) to apply the pending MIG mode."},
         skip_message="no GPU supports MIG")
+
+
+@check("gpu.vgpu_license", "vGPU software license", requires=("nvidia_smi",))
+def vgpu_license(probes: Probes, expect: Expect) -> Finding:
+    """Reads the NVIDIA vGPU software license state of each GPU that reports one (vGPU guests, GPUs
+    under the GRID driver).
+
+    FAIL when a GPU is unlicensed with its performance and features restricted (Unlicensed
+    (Restricted), or Unlicensed): NVIDIA degrades an unlicensed vGPU progressively, so its jobs
+    run slow or not at all. WARN when it runs unlicensed on its grace period (Unlicensed
+    (Unrestricted)) or in any other state than licensed: the restrictions are coming. PASS when
+    licensed; SKIP when no GPU reports a license (bare metal and pass-through GPUs under the
+    standard driver). Unreadable values among what it reads (an NVML error string such as
+    Unknown Error) are an ERROR naming the GPU and field, a FAIL with a reset/reboot remediation
+    when they say the GPU is lost.
+
+    Remediation: license the guest (the client configuration token of the NVIDIA License System
+    in /etc/nvidia/ClientConfigToken, then `systemctl restart nvidia-gridd`; its log names a
+    failed license request).
+    """
+    results = []
+    gpus = gpu_records(probes)
+    for gpu in gpus:
+        state = gpu.get("vgpu_license")
+        if not isinstance(state, str):
+            continue
+        lowered = state.lower()
+        detail = gpu_detail(gpu, vgpu_license=state)
+        if lowered.startswith("licensed"):
+            results.append((PASS, detail, "licensed"))
+        elif lowered in ("unlicensed", "unlicensed (restricted)"):
+            results.append((FAIL, detail, "unlicensed: performance and features restricted (%s)" % state))
+        else:
+            results.append((WARN, detail, "not licensed (%s)%s" % (
+                state, ": full speed only until its grace period ends" if "unrestricted" in lowered else "")))
+    return verdict(with_unreadable(results, gpus, _READS_VGPU_LICENSE), "vGPU software licensed on %d GPU(s)" % len(results),
+                   "License the guest: put the NVIDIA License System's client configuration token in "
+                   "/etc/nvidia/ClientConfigToken and `systemctl restart nvidia-gridd` (its log names a failed request).",
+                   skip_message="no GPU reports a vGPU software license")

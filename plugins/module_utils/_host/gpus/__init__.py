@@ -49,6 +49,8 @@ well, and listed in ``unreadable`` so that checks never mistake it for "nothing 
                            route_unhealthy, access_timeout_recovery: bool|None}
     virtualization_mode   str|None  None (bare metal), Pass-Through, VGPU (a vGPU guest: its temperatures and clocks
                                     are placeholders such as 0 C / 0 MHz), Host VGPU
+    vgpu_license          str|None  NVIDIA vGPU software license state (vGPU guests, GRID drivers): Licensed (Expiry: ...),
+                                    Unlicensed (Unrestricted) in its grace period, Unlicensed (Restricted); None elsewhere
     recovery              {action: str|None   gpu_recovery_action (DTD v13, driver 570+): None, Reset, Reboot,
                                               Drain P2P, Drain and Reset
                            reset_required, drain_and_reset_recommended: bool|None}   gpu_reset_status (DTD v12)

@@ -310,6 +310,9 @@ def _gpu(index: int, gpu: ET.Element) -> dict[str, Any]:
         "performance_state": value_at(gpu, "performance_state"),
         # None (bare metal), Pass-Through, VGPU (a vGPU guest: temperatures and clocks are placeholders), Host VGPU.
         "virtualization_mode": value_at(gpu, "gpu_virtualization_mode/virtualization_mode"),
+        # The vGPU software license of a vGPU guest or a GRID-driver GPU: Licensed (Expiry: ...), Unlicensed
+        # (Unrestricted) while its grace period runs, Unlicensed (Restricted) once performance is restricted.
+        "vgpu_license": value_at(gpu, "vgpu_software_licensed_product/license_status"),
         "recovery": {
             # DTD v13 (driver 570+): None, Reset, Reboot, Drain P2P, Drain and Reset.
             "action": value_at(gpu, "gpu_recovery_action"),

@@ -83,9 +83,9 @@ def test_messages_say_what_the_recordings_show():
 
 
 def test_a_lost_gpu_among_eight_is_fail_and_only_that_gpu_is_named():
-    lost = [(path, "[GPU is lost]", 5) for path in ("temperature/gpu_temp", "power_readings/power_draw", "clocks/sm_clock",
-                                                     "pci/replay_counter", "retired_pages/double_bit_retirement/retired_count",
-                                                     "ecc_errors/volatile/double_bit/total")]
+    paths = ("temperature/gpu_temp", "power_readings/power_draw", "clocks/sm_clock", "pci/replay_counter",
+             "retired_pages/double_bit_retirement/retired_count", "ecc_errors/volatile/double_bit/total")
+    lost = [(path, "[GPU is lost]", 5) for path in paths]
     data = planted("tesla-v100s-pcie-32gb-x8-v11.xml", *lost)
     for cid in ("gpu.temperature", "gpu.power", "gpu.clocks", "gpu.pcie_replay", "gpu.row_remap", "gpu.ecc_errors",
                 "gpu.recovery_action"):
@@ -200,7 +200,8 @@ def test_a_lost_vgpu_guest_is_never_healthy():
     data = planted("grid-p4-1q-vgpu-v11.xml", ("temperature/gpu_temp", "[GPU is lost]", 0))
     found = statuses(data)
     assert found["gpu.recovery_action"] == FAIL
-    assert PASS not in [found[cid] for cid in VALUE_CHECKS if cid not in ("gpu.count", "gpu.model", "gpu.xid_errors")]
+    # what the GPU is, and its license, hold whatever its health; every reading of its health is not PASS
+    assert PASS not in [found[cid] for cid in VALUE_CHECKS if cid not in ("gpu.count", "gpu.model", "gpu.xid_errors", "gpu.vgpu_license")]
 
 
 def test_two_copies_of_the_mig_gpu_one_lost_mid_read():
@@ -215,3 +216,30 @@ def test_two_copies_of_the_mig_gpu_one_lost_mid_read():
     for cid in ("gpu.mig", "gpu.ecc_errors", "gpu.recovery_action"):
         record = judge(cid, data)
         assert record["status"] == FAIL and [g["index"] for g in record["details"]["gpus"]] == [1], (cid, record["message"])
+
+
+@pytest.mark.parametrize("state, status, said", [
+    (None, PASS, "licensed on 1 GPU"),  # the recording as it is
+    ("Unlicensed (Restricted)", FAIL, "unlicensed: performance and features restricted (Unlicensed (Restricted))"),
+    ("Unlicensed", FAIL, "unlicensed: performance and features restricted"),
+    ("Unlicensed (Unrestricted)", WARN, "not licensed (Unlicensed (Unrestricted)): full speed only until its grace period ends"),
+    ("Uninitialized", ERROR, "vgpu_license"),  # NVML's error string too: read as unreadable, never as licensed
+    ("Unknown Error", ERROR, "vgpu_license"),
+    ("[GPU is lost]", FAIL, "lost"),
+])
+def test_a_vgpu_guests_license_state_is_judged(state, status, said):
+    edits = [] if state is None else [("vgpu_software_licensed_product/license_status", state, 0)]
+    data = planted("grid-p4-1q-vgpu-v11.xml", *edits)
+    if state is None:
+        assert data["gpus"][0]["vgpu_license"] == "Licensed (Expiry: 2022-9-22 6:57:30 GMT)"
+    elif status != ERROR and "lost" not in said:
+        assert data["gpus"][0]["vgpu_license"] == state
+    found = judge("gpu.vgpu_license", data)
+    assert found["status"] == status and said in found["message"], found["message"]
+
+
+@pytest.mark.parametrize("name", ["a100-sxm4-v12.xml", "tesla-t4.xml", "tesla-v100-pcie-32gb-v11.xml"])
+def test_a_gpu_without_a_vgpu_license_is_not_judged_on_it(name):
+    data = planted(name)
+    assert [gpu["vgpu_license"] for gpu in data["gpus"]] == [None] * len(data["gpus"])
+    assert judge("gpu.vgpu_license", data)["status"] == SKIP

@@ -36,7 +36,7 @@ READS = {
     "gpu.clock_throttle_reasons": ("clock_event_reasons",), "gpu.temperature": ("temperature",),
     "gpu.power": ("power",),
     "gpu.clocks": ("clocks", "max_clocks", "applications_clocks", "default_applications_clocks", "utilization.gpu_pct"),
-    "gpu.recovery_action": ("recovery",),
+    "gpu.recovery_action": ("recovery",), "gpu.vgpu_license": ("vgpu_license",),
 }
 
 

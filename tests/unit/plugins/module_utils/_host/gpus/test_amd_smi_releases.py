@@ -166,7 +166,6 @@ def test_a_radeon_with_no_limits_and_na_temperatures_is_absent_not_unreadable():
     assert gpu["unreadable"] == {}
 
 
-
 def test_python_warnings_amd_smi_prints_before_the_json_are_skipped():
     # amd-smi 7.x under Python 3.14 (Bazzite, RX 7800 XT; nathaninline/ajean#39) prints these two warnings, verbatim,
     # before the {"gpu_data": [...]} document when stderr and stdout are read together.

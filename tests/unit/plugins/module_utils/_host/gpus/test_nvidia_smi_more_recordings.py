@@ -127,8 +127,8 @@ def test_mig_instance_counts_do_not_replace_the_gpus_own_volatile_count():
 
 def test_p100_driver_510_lifetime_correctable_count_in_device_memory():
     (gpu,) = parsed("tesla-p100-pcie-16gb-v11.xml")["gpus"]
-    assert (gpu["name"], gpu["architecture"], gpu["uuid"]) == ("Tesla P100-PCIE-16GB", "Pascal",
-                                                                "GPU-d3da8716-eaab-75db-efc1-60e88e1cd55e")
+    identity = ("Tesla P100-PCIE-16GB", "Pascal", "GPU-d3da8716-eaab-75db-efc1-60e88e1cd55e")
+    assert (gpu["name"], gpu["architecture"], gpu["uuid"]) == identity
     assert gpu["ecc"]["volatile"] == ZERO_ECC
     assert gpu["ecc"]["aggregate"] == dict(ZERO_ECC, correctable=3, dram_correctable=3)  # <single_bit><device_memory>3
     assert gpu["retired_pages"] == {"single_bit": 0, "double_bit": 0, "pending": False}

@@ -59,7 +59,6 @@ def test_secondary_die_power_and_a_degraded_card_are_absent_not_zero():
     assert second["temperature"]["gpu_c"] is None and second["power"]["limit_w"] is None and second["unreadable"] == {}
 
 
-
 def test_a_secondary_die_s_0_w_cap_is_no_cap():
     # rocm-smi shows an MI250's second die with no power reading and a 0.0 W cap (wandb/wandb#5449's concise table:
     # "N/A ... 0.0W"): no cap, not a cap of 0 W, as amd-smi's 0 W caps of an APU.
@@ -67,6 +66,7 @@ def test_a_secondary_die_s_0_w_cap_is_no_cap():
     doc["card0"].update({"Average Graphics Package Power (W)": "N/A (Secondary die)", "Max Graphics Package Power (W)": "0.0"})
     (gpu,) = parse_rocm_smi(json.dumps(doc))["gpus"]
     assert (gpu["power"]["draw_w"], gpu["power"]["limit_w"]) == (None, None) and gpu["unreadable"] == {}
+
 
 @pytest.mark.parametrize("level, gen", [("0 (2.5GT/s x8)", 1), ("1 (16.0GT/s x16)", 4), ("2 (64.0GT/s x16)", 6),
                                         ("3 (128.0GT/s x16)", 7), ("1 (3.0GT/s x16)", None)])
