@@ -86,9 +86,44 @@ def _load_json_list(path: str) -> list:
         raise CatalogueError("%s: cannot read (%s)" % (path, exc.strerror or exc)) from None
     except ValueError as exc:
         raise CatalogueError("%s: not valid JSON (%s)" % (path, exc)) from None
-    if not isinstance(data, list) or not all(isinstance(entry, dict) and isinstance(entry.get("name"), str) for entry in data):
-        raise CatalogueError("%s: must be a JSON list of model objects, each with a string name" % path)
+    if not isinstance(data, list):
+        raise CatalogueError("%s: must be a JSON list of model objects, not %s" % (path, _json_kind(data)))
+    for number, entry in enumerate(data, 1):
+        problem = _entry_problem(number, entry)
+        if problem:
+            raise CatalogueError("%s: %s" % (path, problem))
     return data
+
+
+def _json_kind(value: Any) -> str:
+    kinds = ((bool, "a boolean"), (str, "a string"), (dict, "an object"), (list, "a list"), ((int, float), "a number"))
+    return next((word for kind, word in kinds if isinstance(value, kind)), "null")
+
+
+def _entry_problem(number: int, entry: Any) -> Optional[str]:
+    """Why one models.json entry cannot be used as madengine would use it (None when it can); names entry and field.
+
+    Only fields that selection and a run read as text are checked; others (n_gpus, timeout, skip_gpu_arch...) are
+    read loosely where they are used, as madengine does.
+    """
+    if not isinstance(entry, dict):
+        return "entry %d is %s, not a model object" % (number, _json_kind(entry))
+    if "name" not in entry:
+        return "entry %d has no name (each model needs a string name)" % number
+    name = entry["name"]
+    if not isinstance(name, str) or not name.strip():
+        return "entry %d: name %r is not a model name" % (number, name)
+    for key in ("dockerfile", "scripts"):
+        if key in entry and not isinstance(entry[key], str):
+            return "model %s: %s %r is not a string path" % (name, key, entry[key])
+    if "args" in entry and not isinstance(entry["args"], str):
+        return "model %s: args %r is not a string (tag parameters are appended to it)" % (name, entry["args"])
+    if entry.get("multiple_results") is not None and not isinstance(entry["multiple_results"], str):
+        return "model %s: multiple_results %r is not a file name" % (name, entry["multiple_results"])
+    tags = entry.get("tags", [])
+    if not isinstance(tags, str) and not (isinstance(tags, list) and all(isinstance(tag, str) for tag in tags)):
+        return "model %s: tags %r is not a list of strings or a comma-separated string" % (name, tags)
+    return None
 
 
 def _shim_modules() -> dict[str, types.ModuleType]:
@@ -167,10 +202,6 @@ class Catalogue:
             if "models.json" in files:
                 for entry in _load_json_list(os.path.join(folder, "models.json")):
                     entry = dict(entry)
-                    for key in ("dockerfile", "scripts"):
-                        if not isinstance(entry.get(key, ""), str):
-                            raise CatalogueError("%s: model %s: %s %r is not a string path" % (
-                                os.path.join(folder, "models.json"), entry["name"], key, entry[key]))
                     entry["name"] = dirname + "/" + entry["name"]
                     entry["dockerfile"] = os.path.normpath(os.path.join("scripts", dirname, entry.get("dockerfile", "")))
                     entry["scripts"] = os.path.normpath(os.path.join("scripts", dirname, entry.get("scripts", "")))
