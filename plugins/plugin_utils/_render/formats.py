@@ -65,13 +65,22 @@ def write_report(report: Mapping[str, Any], directory: str, names: Iterable[str]
         if write_file(path, render(report), warn):
             written.append(path)
             if name == "json":
-                stamped = os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%S.%fZ")))
-                write_file(stamped, _chunks_of(path), warn)
+                _stamp(path, os.path.join(directory, "%s-%s.json" % (REPORT_NAME, now.strftime("%Y%m%dT%H%M%S.%fZ"))), warn)
     if report.get("workloads"):
         path = os.path.join(directory, perf_csv.FILE_NAME)
         if write_file(path, perf_csv.render(report), warn):
             written.append(path)
     return written
+
+
+def _stamp(path: str, stamped: str, warn: Callable[[str], None]) -> None:
+    """The JSON report's timestamped copy: a hard link to the file just written (a 100,000-host report is ~5 GB; the
+    next run replaces fleet-report.json by a rename, so the link keeps this run's), a copy where no link can be made
+    (a file system without hard links, or that name taken)."""
+    try:
+        os.link(path, stamped)
+    except OSError:
+        write_file(stamped, _chunks_of(path), warn)
 
 
 def _chunks_of(path: str, size: int = 1 << 20) -> Iterator[str]:

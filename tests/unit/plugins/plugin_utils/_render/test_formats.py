@@ -41,3 +41,21 @@ def test_the_report_is_written_in_the_chosen_formats_with_the_json_copy_stamped(
     assert sorted(os.listdir(str(tmp_path))) == sorted(["fleet-report.json", "fleet-report.prom", stamped.name])
     assert stamped.read_text() == (tmp_path / "fleet-report.json").read_text()
     assert json.loads(stamped.read_text())["hosts"].keys() == report["hosts"].keys()
+    assert stamped.stat().st_ino == (tmp_path / "fleet-report.json").stat().st_ino  # a link: not written twice
+    # the next run's report replaces fleet-report.json by a rename: this run's copy keeps its own text
+    report["hosts"].popitem()
+    later = datetime.datetime(2026, 11, 28, 3, 0, 0, tzinfo=datetime.timezone.utc)
+    formats.write_report(report, str(tmp_path), ["json"], later, warnings.append)
+    assert json.loads(stamped.read_text())["hosts"].keys() != report["hosts"].keys()
+    assert json.loads((tmp_path / "fleet-report-20261128T030000.000000Z.json").read_text())["hosts"].keys() == report["hosts"].keys()
+
+
+def test_where_no_link_can_be_made_the_stamped_copy_is_a_copy(tmp_path, monkeypatch):
+    def no_links(source, target):
+        raise PermissionError(1, "Operation not permitted", target)  # a file system without hard links (some SMB mounts)
+    monkeypatch.setattr(formats.os, "link", no_links)
+    warnings = []
+    formats.write_report(hostile_report(), str(tmp_path), ["json"], NOW, warnings.append)
+    stamped = tmp_path / "fleet-report-20261127T030000.123456Z.json"
+    assert warnings == [] and stamped.read_text() == (tmp_path / "fleet-report.json").read_text()
+    assert stamped.stat().st_ino != (tmp_path / "fleet-report.json").stat().st_ino
