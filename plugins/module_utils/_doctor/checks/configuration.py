@@ -15,6 +15,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._doctor.checks.per
     expected_choice,
     gpu_detail,
     gpu_records,
+    is_vgpu,
     parse_mode,
     verdict,
     with_unreadable,
@@ -157,9 +158,10 @@ def vgpu_license(probes: Probes, expect: Expect) -> Finding:
     under the GRID driver).
 
     FAIL when a GPU is unlicensed with its performance and features restricted (Unlicensed
-    (Restricted), or Unlicensed): NVIDIA degrades an unlicensed vGPU progressively, so its jobs
-    run slow or not at all. WARN when it runs unlicensed on its grace period (Unlicensed
-    (Unrestricted)) or in any other state than licensed: the restrictions are coming. PASS when
+    (Restricted), or a vGPU guest's Unlicensed): NVIDIA degrades an unlicensed vGPU
+    progressively, so its jobs run slow or not at all. WARN when it runs unlicensed on its grace
+    period (Unlicensed (Unrestricted)) or in any other state than licensed (a pass-through or
+    bare-metal GPU's Unlicensed: its licensed features are off). PASS when
     licensed; SKIP when no GPU reports a license (bare metal and pass-through GPUs under the
     standard driver). Unreadable values among what it reads (an NVML error string such as
     Unknown Error) are an ERROR naming the GPU and field, a FAIL with a reset/reboot remediation
@@ -179,7 +181,7 @@ def vgpu_license(probes: Probes, expect: Expect) -> Finding:
         detail = gpu_detail(gpu, vgpu_license=state)
         if lowered.startswith("licensed"):
             results.append((PASS, detail, "licensed"))
-        elif lowered in ("unlicensed", "unlicensed (restricted)"):
+        elif lowered == "unlicensed (restricted)" or (lowered == "unlicensed" and is_vgpu(gpu)):
             results.append((FAIL, detail, "unlicensed: performance and features restricted (%s)" % state))
         else:
             results.append((WARN, detail, "not licensed (%s)%s" % (

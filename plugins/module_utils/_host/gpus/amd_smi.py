@@ -469,8 +469,10 @@ def _gpu(index: int, static: dict[str, Any], metric: dict[str, Any], listing: di
         "memory": text(at(partition, "memory_partition")),
         "id": number(listing.get("partition_id")) if "partition_id" in listing else number(at(partition, "partition_id")),
     }
-    # Only a GPU's first partition reports its sensors and ECC counts (the others write "N/A" by design).
-    primary = record["partition"]["id"] in (None, 0)
+    # Only a GPU's first partition reports its sensors and ECC counts (the others write "N/A" by design). amd-smi
+    # of ROCm 6.0 to 6.2 names no partition id: a GPU split into partitions then may be any of them.
+    partition_id, compute = record["partition"]["id"], record["partition"]["compute"]
+    primary = partition_id == 0 or (partition_id is None and (compute is None or compute.upper() == "SPX"))
     _static_limits(record, static)
     _metric_values(record, metric, primary)
     _ras(record, static, metric, primary)

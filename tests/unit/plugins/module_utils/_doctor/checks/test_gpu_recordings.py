@@ -221,7 +221,7 @@ def test_two_copies_of_the_mig_gpu_one_lost_mid_read():
 @pytest.mark.parametrize("state, status, said", [
     (None, PASS, "licensed on 1 GPU"),  # the recording as it is
     ("Unlicensed (Restricted)", FAIL, "unlicensed: performance and features restricted (Unlicensed (Restricted))"),
-    ("Unlicensed", FAIL, "unlicensed: performance and features restricted"),
+    ("Unlicensed", FAIL, "unlicensed: performance and features restricted"),  # the recording is a vGPU guest
     ("Unlicensed (Unrestricted)", WARN, "not licensed (Unlicensed (Unrestricted)): full speed only until its grace period ends"),
     ("Uninitialized", ERROR, "vgpu_license"),  # NVML's error string too: read as unreadable, never as licensed
     ("Unknown Error", ERROR, "vgpu_license"),
@@ -243,3 +243,10 @@ def test_a_gpu_without_a_vgpu_license_is_not_judged_on_it(name):
     data = planted(name)
     assert [gpu["vgpu_license"] for gpu in data["gpus"]] == [None] * len(data["gpus"])
     assert judge("gpu.vgpu_license", data)["status"] == SKIP
+
+
+def test_a_pass_through_gpus_plain_unlicensed_warns():
+    data = planted("grid-p4-1q-vgpu-v11.xml", ("vgpu_software_licensed_product/license_status", "Unlicensed", 0),
+                   ("gpu_virtualization_mode/virtualization_mode", "Pass-Through", 0))
+    found = judge("gpu.vgpu_license", data)
+    assert found["status"] == WARN and "not licensed (Unlicensed)" in found["message"], found["message"]

@@ -150,13 +150,25 @@ def test_na_ecc_totals_with_ecc_enabled_are_unreadable_but_block_counts_stand_in
     assert gpu["ecc"]["volatile"]["uncorrectable"] == 2 and gpu["unreadable"] == {}
 
 
-def test_na_readings_of_a_secondary_partition_stay_absent():
+@pytest.mark.parametrize("partition", [
+    {"compute_partition": "DPX", "memory_partition": "NPS1", "partition_id": 1},
+    {"compute_partition": "CPX", "memory_partition": "NPS1"},  # ROCm 6.0 to 6.2 write no partition_id
+])
+def test_na_readings_of_a_secondary_partition_stay_absent(partition):
     # Only a GPU's first partition reports its sensors (MI300X in DPX/CPX): "N/A" on the others is by design.
     static = json.loads(MI210_STATIC)
-    static["gpu_data"][0]["partition"] = {"compute_partition": "DPX", "memory_partition": "NPS1", "partition_id": 1}
+    static["gpu_data"][0]["partition"] = partition
     dead = [dict(every_leaf_na(rx6600_metric()[0]), gpu=0)]
     gpu = parse_amd_smi(json.dumps(static), metric_text(dead))["gpus"][0]
     assert gpu["unreadable"] == {} and gpu["temperature"]["gpu_c"] is None
+
+
+def test_na_readings_of_a_gpu_in_one_partition_without_an_id_are_unreadable():
+    static = json.loads(MI210_STATIC)
+    static["gpu_data"][0]["partition"] = {"compute_partition": "SPX", "memory_partition": "NPS1"}
+    dead = [dict(every_leaf_na(rx6600_metric()[0]), gpu=0)]
+    gpu = parse_amd_smi(json.dumps(static), metric_text(dead))["gpus"][0]
+    assert "temperature.gpu_c" in gpu["unreadable"]
 
 
 def test_a_radeon_with_no_limits_and_na_temperatures_is_absent_not_unreadable():
