@@ -21,15 +21,16 @@ A100_UUID = "GPU-513536b6-7d19-9063-b049-1e69664bb298"
 T4_UUID = "GPU-d37e67a5-91dd-3774-a5cb-99096249601a"
 
 
-def smi(name, *edits):
-    """The parsed recording after edits: (path, text) pairs, or callables taking the XML root."""
-    root = ET.fromstring(read_fixture("nvidia-smi", name))
+def smi(name, *edits, folder="nvidia-smi"):
+    """The parsed recording after edits: (path, text) pairs of the first GPU, (path, text, GPU position) triples, or
+    callables taking the XML root."""
+    root = ET.fromstring(read_fixture(folder, name))
     for edit in edits:
         if callable(edit):
             edit(root)
         else:
-            path, text = edit
-            node = root.find("gpu/" + path)
+            path, text, gpu = edit if len(edit) == 3 else (edit[0], edit[1], 0)
+            node = root.findall("gpu")[gpu].find(path)
             assert node is not None, path
             node.text = text
     return parse_nvidia_smi(ET.tostring(root, encoding="unicode"))

@@ -3,32 +3,15 @@
 planted in copies: a lost, unreadable or failing GPU is never PASS."""
 
 import copy
-import xml.etree.ElementTree as ET
 
 import pytest
 
-from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.plugins.module_utils._status import ERROR, FAIL, PASS, SKIP, WARN
-from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, blank_readings, judge
+from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, blank_readings, judge, smi
 
 MORE = ("tesla-v100-pcie-32gb-v11.xml", "tesla-v100s-pcie-32gb-x8-v11.xml", "a100-sxm4-40gb-mig-v11.xml",
         "tesla-p100-pcie-16gb-v11.xml", "quadro-p400-418.xml", "grid-p4-1q-vgpu-v11.xml")
 VALUE_CHECKS = [c.id for c in GPU_CHECKS if c.id.startswith("gpu.") and c.id not in ("gpu.nvml_available", "gpu.nvml_devices")]
-
-
-def planted(name, *edits, folder="nvidia-smi"):
-    """The recording parsed after edits: (element path below the gpu-th <gpu>, text, gpu) triples or callables."""
-    root = ET.fromstring(read_fixture(folder, name))
-    for edit in edits:
-        if callable(edit):
-            edit(root)
-            continue
-        path, text, gpu = edit
-        node = root.findall("gpu")[gpu].find(path)
-        assert node is not None, path
-        node.text = text
-    return parse_nvidia_smi(ET.tostring(root, encoding="unicode"))
 
 
 def statuses(data, *check_ids):
@@ -49,7 +32,7 @@ def statuses(data, *check_ids):
                                  "gpu.pcie_link": SKIP, "gpu.recovery_action": SKIP}),
 ])
 def test_each_recording_as_a_person_judges_it(name, expected):
-    data = planted(name)
+    data = smi(name)
     found = statuses(data)
     assert {cid: found[cid] for cid in expected} == expected
     assert not [cid for cid, status in found.items() if status in (FAIL, ERROR)], found
@@ -57,7 +40,7 @@ def test_each_recording_as_a_person_judges_it(name, expected):
 
 @pytest.mark.parametrize("name", [name for name in MORE if "vgpu" not in name])
 def test_a_gpu_listed_with_every_reading_na_is_error_never_healthy(name):
-    data = planted(name, blank_readings)
+    data = smi(name, blank_readings)
     for cid in VALUE_CHECKS:
         if cid in ("gpu.count", "gpu.model", "gpu.xid_errors", "gpu.nvlink", "gpu.fabric_manager"):
             continue
@@ -67,17 +50,17 @@ def test_a_gpu_listed_with_every_reading_na_is_error_never_healthy(name):
 
 
 def test_messages_say_what_the_recordings_show():
-    mig = judge("gpu.mig", planted("a100-sxm4-40gb-mig-v11.xml"))
+    mig = judge("gpu.mig", smi("a100-sxm4-40gb-mig-v11.xml"))
     assert "MIG enabled on 1 of 1 capable GPU(s) (2 instances)" in mig["message"]
-    remap = judge("gpu.row_remap", planted("a100-sxm4-40gb-mig-v11.xml"))
+    remap = judge("gpu.row_remap", smi("a100-sxm4-40gb-mig-v11.xml"))
     assert "not reported while MIG is enabled" in remap["message"]
-    eight = judge("gpu.count", planted("tesla-v100s-pcie-32gb-x8-v11.xml"))
+    eight = judge("gpu.count", smi("tesla-v100s-pcie-32gb-x8-v11.xml"))
     assert eight["message"] == "8 GPU(s): 8x Tesla V100S-PCIE-32GB (no gpu_count expected)"
-    assert judge("driver.version", planted("tesla-v100-pcie-32gb-v11.xml"))["details"]["driver_version"] == "460.39"
-    vgpu = judge("gpu.temperature", planted("grid-p4-1q-vgpu-v11.xml"))
+    assert judge("driver.version", smi("tesla-v100-pcie-32gb-v11.xml"))["details"]["driver_version"] == "460.39"
+    vgpu = judge("gpu.temperature", smi("grid-p4-1q-vgpu-v11.xml"))
     assert "vGPU guest (virtualization mode VGPU)" in vgpu["message"]
     # The P100's three lifetime correctable errors in device memory are counted, not judged (no uncorrectable one).
-    ecc = judge("gpu.ecc_errors", planted("tesla-p100-pcie-16gb-v11.xml"))
+    ecc = judge("gpu.ecc_errors", smi("tesla-p100-pcie-16gb-v11.xml"))
     assert ecc["message"] == "no uncorrectable ECC errors on 1 GPU(s)"
     assert ecc["details"]["gpus"][0]["aggregate"]["dram_correctable"] == 3
 
@@ -86,7 +69,7 @@ def test_a_lost_gpu_among_eight_is_fail_and_only_that_gpu_is_named():
     paths = ("temperature/gpu_temp", "power_readings/power_draw", "clocks/sm_clock", "pci/replay_counter",
              "retired_pages/double_bit_retirement/retired_count", "ecc_errors/volatile/double_bit/total")
     lost = [(path, "[GPU is lost]", 5) for path in paths]
-    data = planted("tesla-v100s-pcie-32gb-x8-v11.xml", *lost)
+    data = smi("tesla-v100s-pcie-32gb-x8-v11.xml", *lost)
     for cid in ("gpu.temperature", "gpu.power", "gpu.clocks", "gpu.pcie_replay", "gpu.row_remap", "gpu.ecc_errors",
                 "gpu.recovery_action"):
         record = judge(cid, data)
@@ -97,7 +80,7 @@ def test_a_lost_gpu_among_eight_is_fail_and_only_that_gpu_is_named():
 
 
 def test_gpu_requires_reset_on_a_driver_without_recovery_fields_is_fail():
-    data = planted("tesla-v100-pcie-32gb-v11.xml", ("utilization/gpu_util", "GPU requires reset", 0))
+    data = smi("tesla-v100-pcie-32gb-v11.xml", ("utilization/gpu_util", "GPU requires reset", 0))
     record = judge("gpu.recovery_action", data)
     assert record["status"] == FAIL and "utilization.gpu_pct unreadable ('GPU requires reset')" in record["message"]
     assert judge("gpu.pcie_link", data)["status"] == FAIL and judge("gpu.clocks", data)["status"] == FAIL
@@ -109,28 +92,28 @@ def test_gpu_requires_reset_on_a_driver_without_recovery_fields_is_fail():
     ("retired_pages/pending_retirement", "Insufficient Permissions"),
 ])
 def test_unreadable_memory_counters_of_the_pre_ampere_layout_are_error(path, text):
-    data = planted("tesla-v100-pcie-32gb-v11.xml", (path, text, 0))
+    data = smi("tesla-v100-pcie-32gb-v11.xml", (path, text, 0))
     check = "gpu.row_remap" if path.startswith("retired") else "gpu.ecc_errors"
     record = judge(check, data)
     assert record["status"] == ERROR and text in record["message"], record["message"]
 
 
 def test_uncorrectable_errors_in_the_pre_ampere_layout():
-    since_boot = planted("tesla-v100-pcie-32gb-v11.xml", ("ecc_errors/volatile/double_bit/device_memory", "2", 0),
-                         ("ecc_errors/volatile/double_bit/total", "2", 0))
+    since_boot = smi("tesla-v100-pcie-32gb-v11.xml", ("ecc_errors/volatile/double_bit/device_memory", "2", 0),
+                     ("ecc_errors/volatile/double_bit/total", "2", 0))
     record = judge("gpu.ecc_errors", since_boot)
     assert record["status"] == FAIL and "volatile DRAM 2" in record["message"]
-    lifetime = planted("tesla-p100-pcie-16gb-v11.xml", ("ecc_errors/aggregate/double_bit/l2_cache", "1", 0),
-                       ("ecc_errors/aggregate/double_bit/total", "1", 0))
+    lifetime = smi("tesla-p100-pcie-16gb-v11.xml", ("ecc_errors/aggregate/double_bit/l2_cache", "1", 0),
+                   ("ecc_errors/aggregate/double_bit/total", "1", 0))
     record = judge("gpu.ecc_errors", lifetime)
     assert record["status"] == WARN and "aggregate SRAM 1" in record["message"]
 
 
 def test_retired_pages_pending_and_at_the_limit():
-    pending = judge("gpu.row_remap", planted("tesla-v100-pcie-32gb-v11.xml", ("retired_pages/pending_retirement", "Yes", 0)))
+    pending = judge("gpu.row_remap", smi("tesla-v100-pcie-32gb-v11.xml", ("retired_pages/pending_retirement", "Yes", 0)))
     assert pending["status"] == WARN and "page retirement pending" in pending["message"]
-    full = judge("gpu.row_remap", planted("tesla-p100-pcie-16gb-v11.xml",
-                                          ("retired_pages/double_bit_retirement/retired_count", "15", 0)))
+    full = judge("gpu.row_remap", smi("tesla-p100-pcie-16gb-v11.xml",
+                                      ("retired_pages/double_bit_retirement/retired_count", "15", 0)))
     assert full["status"] == FAIL and "15 pages retired (15 for double-bit errors)" in full["message"]
 
 
@@ -142,9 +125,9 @@ def _mig_instance(index, text):
 
 def test_an_uncorrectable_error_on_one_mig_instance_is_fail():
     # Failed before (PASS): with MIG on, driver 510 counts volatile SRAM uncorrectable errors per MIG device only.
-    record = judge("gpu.ecc_errors", planted("a100-sxm4-40gb-mig-v11.xml", _mig_instance(1, "1")))
+    record = judge("gpu.ecc_errors", smi("a100-sxm4-40gb-mig-v11.xml", _mig_instance(1, "1")))
     assert record["status"] == FAIL and "volatile SRAM 1" in record["message"]
-    record = judge("gpu.ecc_errors", planted("a100-sxm4-40gb-mig-v11.xml", _mig_instance(0, "Unknown Error")))
+    record = judge("gpu.ecc_errors", smi("a100-sxm4-40gb-mig-v11.xml", _mig_instance(0, "Unknown Error")))
     assert record["status"] == ERROR and "ecc.volatile.sram_uncorrectable unreadable ('Unknown Error')" in record["message"]
 
 
@@ -161,25 +144,25 @@ def _repair(element, text, gpu=0):
 ])
 def test_repair_state_of_a_gb200_is_judged(edit, status, words):
     # Failed before (PASS): the repair elements were not read.
-    record = judge("gpu.row_remap", planted("qx-gb200.xml", edit, folder="k8s-test-infra"))
+    record = judge("gpu.row_remap", smi("qx-gb200.xml", edit, folder="k8s-test-infra"))
     assert record["status"] == status and words in record["message"], record["message"]
     assert [g["index"] for g in record["details"]["gpus"]] == [edit[2]]
 
 
 def test_repair_state_beside_a_pending_remap_keeps_the_worse_and_names_both():
-    data = planted("qx-gb200.xml", ("remapped_rows/remapped_row_pending", "Yes", 1),
-                   _repair("unrepairable_memory", "Yes", 1), folder="k8s-test-infra")
+    data = smi("qx-gb200.xml", ("remapped_rows/remapped_row_pending", "Yes", 1),
+               _repair("unrepairable_memory", "Yes", 1), folder="k8s-test-infra")
     record = judge("gpu.row_remap", data)
     assert record["status"] == FAIL and "memory errors that no repair can fix" in record["message"]
-    data = planted("qx-gb200.xml", ("remapped_rows/remapped_row_pending", "Yes", 1), _repair("tpc_repair_pending", "Yes", 1),
-                   folder="k8s-test-infra")
+    data = smi("qx-gb200.xml", ("remapped_rows/remapped_row_pending", "Yes", 1), _repair("tpc_repair_pending", "Yes", 1),
+               folder="k8s-test-infra")
     record = judge("gpu.row_remap", data)
     assert record["status"] == WARN
     assert "row remap pending: reset needed; also TPC repair pending: reset needed" in record["message"]
 
 
 def test_repair_state_judged_where_remapping_is_not_reported_and_no_alone_judges_nothing():
-    healthy = judge("gpu.row_remap", planted("qx-gb200.xml", folder="k8s-test-infra"))
+    healthy = judge("gpu.row_remap", smi("qx-gb200.xml", folder="k8s-test-infra"))
     assert healthy["status"] == PASS and healthy["message"] == "no pending or failed row remap / page retirement on 4 GPU(s)"
     assert healthy["details"]["gpus"][0]["repair"] == {"channel_pending": False, "tpc_pending": False,
                                                        "unrepairable_memory": False}
@@ -190,14 +173,14 @@ def test_repair_state_judged_where_remapping_is_not_reported_and_no_alone_judges
             for child in list(node):
                 node.remove(child)
             node.text = "N/A"
-    assert judge("gpu.row_remap", planted("qx-gb200.xml", no_remap, folder="k8s-test-infra"))["status"] == SKIP
-    record = judge("gpu.row_remap", planted("qx-gb200.xml", no_remap, _repair("channel_repair_pending", "Yes", 1),
-                                            folder="k8s-test-infra"))
+    assert judge("gpu.row_remap", smi("qx-gb200.xml", no_remap, folder="k8s-test-infra"))["status"] == SKIP
+    record = judge("gpu.row_remap", smi("qx-gb200.xml", no_remap, _repair("channel_repair_pending", "Yes", 1),
+                                        folder="k8s-test-infra"))
     assert record["status"] == WARN and [g["index"] for g in record["details"]["gpus"]] == [1]
 
 
 def test_a_lost_vgpu_guest_is_never_healthy():
-    data = planted("grid-p4-1q-vgpu-v11.xml", ("temperature/gpu_temp", "[GPU is lost]", 0))
+    data = smi("grid-p4-1q-vgpu-v11.xml", ("temperature/gpu_temp", "[GPU is lost]", 0))
     found = statuses(data)
     assert found["gpu.recovery_action"] == FAIL
     # what the GPU is, and its license, hold whatever its health; every reading of its health is not PASS
@@ -212,7 +195,7 @@ def test_two_copies_of_the_mig_gpu_one_lost_mid_read():
         clone.find("mig_mode/current_mig").text = "GPU is lost"
         clone.findall("mig_devices/mig_device")[0].find("ecc_error_count/volatile_count/sram_uncorrectable").text = "GPU is lost"
         root.append(clone)
-    data = planted("a100-sxm4-40gb-mig-v11.xml", second_gpu_lost)
+    data = smi("a100-sxm4-40gb-mig-v11.xml", second_gpu_lost)
     for cid in ("gpu.mig", "gpu.ecc_errors", "gpu.recovery_action"):
         record = judge(cid, data)
         assert record["status"] == FAIL and [g["index"] for g in record["details"]["gpus"]] == [1], (cid, record["message"])
@@ -229,7 +212,7 @@ def test_two_copies_of_the_mig_gpu_one_lost_mid_read():
 ])
 def test_a_vgpu_guests_license_state_is_judged(state, status, said):
     edits = [] if state is None else [("vgpu_software_licensed_product/license_status", state, 0)]
-    data = planted("grid-p4-1q-vgpu-v11.xml", *edits)
+    data = smi("grid-p4-1q-vgpu-v11.xml", *edits)
     if state is None:
         assert data["gpus"][0]["vgpu_license"] == "Licensed (Expiry: 2022-9-22 6:57:30 GMT)"
     elif status != ERROR and "lost" not in said:
@@ -240,13 +223,13 @@ def test_a_vgpu_guests_license_state_is_judged(state, status, said):
 
 @pytest.mark.parametrize("name", ["a100-sxm4-v12.xml", "tesla-t4.xml", "tesla-v100-pcie-32gb-v11.xml"])
 def test_a_gpu_without_a_vgpu_license_is_not_judged_on_it(name):
-    data = planted(name)
+    data = smi(name)
     assert [gpu["vgpu_license"] for gpu in data["gpus"]] == [None] * len(data["gpus"])
     assert judge("gpu.vgpu_license", data)["status"] == SKIP
 
 
 def test_a_pass_through_gpus_plain_unlicensed_warns():
-    data = planted("grid-p4-1q-vgpu-v11.xml", ("vgpu_software_licensed_product/license_status", "Unlicensed", 0),
-                   ("gpu_virtualization_mode/virtualization_mode", "Pass-Through", 0))
+    data = smi("grid-p4-1q-vgpu-v11.xml", ("vgpu_software_licensed_product/license_status", "Unlicensed", 0),
+               ("gpu_virtualization_mode/virtualization_mode", "Pass-Through", 0))
     found = judge("gpu.vgpu_license", data)
     assert found["status"] == WARN and "not licensed (Unlicensed)" in found["message"], found["message"]

@@ -16,7 +16,7 @@ from ansible_collections.continuum.hydra.plugins.module_utils._host.command impo
 from ansible_collections.continuum.hydra.plugins.module_utils._host.gpus.nvidia_smi import parse_nvidia_smi
 from ansible_collections.continuum.hydra.tests.support.envelopes import ok
 from ansible_collections.continuum.hydra.tests.support.helpers import read_fixture
-from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, RECORDINGS, blank_readings, leaves
+from ansible_collections.continuum.hydra.tests.support.nvidia import GPU_CHECKS, RECORDINGS, blank_readings, leaves, smi
 
 # Checks judging only nvidia-smi's per-GPU values (the ones this file plants faults for).
 VALUE_CHECKS = [c for c in GPU_CHECKS if c.probes in (("nvidia_smi",), GPU_PROBES)
@@ -45,12 +45,6 @@ def judge_all(data, expect=None):
     return dict((c.id, registry.evaluate(c, probes, expect or {})) for c in VALUE_CHECKS)
 
 
-def planted(name, edit):
-    root = ET.fromstring(read_fixture("nvidia-smi", name))
-    edit(root)
-    return parse_nvidia_smi(ET.tostring(root, encoding="unicode"))
-
-
 @functools.cache
 def field_map(name):
     """{element path: record field path} for every element the parser reads, found by planting an error in each."""
@@ -58,7 +52,7 @@ def field_map(name):
     for index, (_unused, path) in enumerate(leaves(ET.fromstring(read_fixture("nvidia-smi", name)))):
         def edit(root, index=index):
             leaves(root)[index][0].text = "Unknown Error"
-        unreadable = planted(name, edit)["gpus"][0]["unreadable"]
+        unreadable = smi(name, edit)["gpus"][0]["unreadable"]
         if unreadable:
             found[(index, path)] = sorted(unreadable)
     return found
@@ -86,7 +80,7 @@ def test_each_error_string_in_each_field_is_error_or_fail_on_the_right_gpu_never
 
         def edit(root, index=index, text=text):
             leaves(root)[index][0].text = text
-        data = planted(name, edit)
+        data = smi(name, edit)
         gpu = data["gpus"][0]
         assert sorted(gpu["unreadable"]) == fields and all(v == text for v in gpu["unreadable"].values()), path
         records = judge_all(data)
@@ -118,7 +112,7 @@ def test_lost_gpu_is_fail_in_a_multi_gpu_host_and_names_only_that_gpu():
             if element.tag in ("gpu_temp", "average_power_draw", "sm_clock", "replay_counter"):
                 element.text = "GPU is lost"
         root.append(clone)
-    data = planted("rtx-3080-v13.xml", edit)
+    data = smi("rtx-3080-v13.xml", edit)
     records = judge_all(data)
     for cid in ("gpu.temperature", "gpu.power", "gpu.clocks", "gpu.pcie_replay", "gpu.recovery_action"):
         record = records[cid]
@@ -142,7 +136,7 @@ def test_all_na_fields_of_a_check_are_skip_nothing_readable_never_pass(name):
             nodes = leaves(root)
             for index in elements:
                 nodes[index][0].text = "N/A"
-        record = judge_all(planted(name, edit))[cid]
+        record = judge_all(smi(name, edit))[cid]
         assert record["status"] == "SKIP", (name, cid, record["message"])
         assert "nothing readable" in record["message"]
 
@@ -156,7 +150,7 @@ def test_checks_that_read_nothing_skip(check_id, container):
                     or node.tag.startswith("remapped_row") or node.tag in ("max", "high", "partial", "low", "none"):
                 if len(node) == 0:
                     node.text = "N/A"
-    record = judge_all(planted("rtx-3080-v13.xml", edit))[check_id]
+    record = judge_all(smi("rtx-3080-v13.xml", edit))[check_id]
     assert record["status"] == "SKIP" and "nothing readable" in record["message"], record["message"]
 
 
@@ -169,7 +163,7 @@ def test_vgpu_guest_placeholders_are_skip(name):
         for node in gpu.iter():
             if node.tag in ("gpu_temp", "graphics_clock", "sm_clock", "mem_clock", "video_clock"):
                 node.text = "0 C" if node.tag == "gpu_temp" else "0 MHz"
-    records = judge_all(planted(name, edit))
+    records = judge_all(smi(name, edit))
     for cid in ("gpu.temperature", "gpu.clocks", "gpu.power"):
         assert records[cid]["status"] == "SKIP" and "vGPU guest" in records[cid]["message"], (cid, records[cid])
 
@@ -181,7 +175,7 @@ def test_vgpu_guest_placeholders_are_skip(name):
 def test_recovery_action_other_than_none_is_fail_with_that_action(name, action, words):
     def edit(root):
         root.find("gpu/gpu_recovery_action").text = action
-    record = judge_all(planted(name, edit))["gpu.recovery_action"]
+    record = judge_all(smi(name, edit))["gpu.recovery_action"]
     assert record["status"] == "FAIL" and action in record["message"]
     assert words in record["remediation"]
     assert record["details"]["gpus"][0]["recovery_action"] == action
@@ -191,7 +185,7 @@ def test_recovery_action_other_than_none_is_fail_with_that_action(name, action, 
 def test_v12_reset_status_yes_is_fail(element, words):
     def edit(root):
         root.find("gpu/gpu_reset_status/" + element).text = "Yes"
-    record = judge_all(planted("a100-sxm4-v12.xml", edit))["gpu.recovery_action"]
+    record = judge_all(smi("a100-sxm4-v12.xml", edit))["gpu.recovery_action"]
     assert record["status"] == "FAIL" and words in record["remediation"]
 
 
@@ -214,7 +208,7 @@ HUGE = "9" * 5000
 def test_numbers_beyond_range_are_error_never_a_crash(element, check_id, value):
     def edit(root):
         root.find("gpu").iter(element).__next__().text = value
-    records = judge_all(planted("rtx-4000-sff-ada-v13.xml" if check_id == "gpu.row_remap" else "rtx-3080-v13.xml", edit))
+    records = judge_all(smi("rtx-4000-sff-ada-v13.xml" if check_id == "gpu.row_remap" else "rtx-3080-v13.xml", edit))
     record = records[check_id]
     assert record["status"] == "ERROR", record["message"]
     if value[-1].isdigit() or value.endswith("W"):
@@ -233,7 +227,7 @@ def test_a_hex_negative_or_2_to_the_64_reading_is_error_never_pass(element, chec
     # Issue 23: "0x10" used to read as 0, "2^64" as 2, "-1 C" as -1 C, 2**64 as a count: each a PASS.
     def edit(root):
         root.find("gpu").iter(element).__next__().text = value
-    record = judge_all(planted("rtx-3080-v13.xml", edit))[check_id]
+    record = judge_all(smi("rtx-3080-v13.xml", edit))[check_id]
     assert record["status"] == "ERROR", record["message"]
     assert record["message"].startswith("GPU 0 00000000:0C:00.0 GPU-19d6d965-2acc-f646-00f8-4c76979aabb4: ")
     assert ("unreadable (%r)" % value if value in ("0x10", "2^64", "1.5.3") else "value out of range") in record["message"]
@@ -288,7 +282,7 @@ def test_healthy_recordings_have_nothing_unreadable_and_raise_no_fail_or_error(n
 
 @pytest.mark.parametrize("name", RECORDINGS)
 def test_a_gpu_listed_with_every_reading_na_is_error_in_every_value_check_and_never_healthy(name):
-    data = planted(name, blank_readings)
+    data = smi(name, blank_readings)
     assert data["gpus"][0]["unreadable"] == {}
     for cid, record in judge_all(data).items():
         if cid != "gpu.model":
