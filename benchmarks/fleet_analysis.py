@@ -11,10 +11,11 @@ findings of an earlier run already in it), write the evidence files, every forma
 Markdown, HTML, JUnit, Prometheus) and the batch plan, and render the terminal summary. Every timed run starts from
 the same files, so every run writes the same report.
 
-Rounds alternate the two sizes; the figure is the median per-host time at the large size over the median at the
-small one. Memory is the tracemalloc peak of one run beyond its inputs (the host results the collector holds),
-per host. The report digest (SHA-256 of each written format, the work directory's path replaced) is the same for
-a seed whatever the code's memory layout: compare it before and after a change.
+Rounds alternate the two sizes (each round runs the small size --small-runs times, its figure their median, then the
+large size once); the figure is the median per-host time at the large size over the median at the small one.
+Memory is the tracemalloc peak of one run beyond its inputs (the host results the collector holds), per host. The
+report digest (SHA-256 of each written format, the work directory's path replaced) is the same for a seed whatever
+the code's memory layout: compare it before and after a change.
 
     PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py [--rounds 3] [--sizes 1000 100000]
     PYTHONPATH=collections .venv/bin/python benchmarks/fleet_analysis.py --profile 10000   # where the memory goes
@@ -52,6 +53,7 @@ EARLIER_RUNS = 3
 NOW = datetime.datetime(2026, 11, 26, 13, 0, 0, tzinfo=datetime.timezone.utc)
 MAX_RATIO = 1.1
 MAX_KB_PER_HOST = 12.0
+WHOLE = "(the whole end of play)"
 
 
 def settings(work_dir, n):
@@ -212,7 +214,8 @@ STEPS = (("callback", "FleetCollector.build"), ("callback", "CallbackModule._ana
          ("history", "HistoryFold.result"),
          ("callback", "CallbackModule._write_history"), ("callback", "CallbackModule._update_findings"),
          ("callback", "CallbackModule._write_evidence"), ("formats", "write_report"),
-         ("callback", "CallbackModule._write_batch_plan"), ("callback", "terminal.render"), ("formats", "write_atomic"))
+         ("callback", "CallbackModule._write_batch_plan"), ("callback", "terminal.render"), ("formats", "write_atomic"),
+         ("os", "fsync"))
 
 
 class Steps:
@@ -259,24 +262,28 @@ class Steps:
 
 
 class StepTimes:
-    """Wall time of each step (STEPS), summed over its calls; a step's time includes the steps it calls."""
+    """Wall and CPU time of each step (STEPS), summed over its calls; a step's time includes the steps it calls. Wall
+    time the CPU did not spend is waiting: on the disk (fsync) or for memory the kernel must first reclaim."""
 
     def __init__(self):
         self.seconds = {}
+        self.cpu = {}
 
     def wrap(self, name, func):
         def step(*args, **kwargs):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             try:
                 return func(*args, **kwargs)
             finally:
                 self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+                self.cpu[name] = self.cpu.get(name, 0.0) + time.process_time() - cpu
         return step
 
 
 def _patch(steps):
     """Wrap each step (STEPS); returns how to undo it."""
-    spaces = {"callback": fleet_report, "analysis": analysis, "history": history, "formats": formats, "state_files": state_files}
+    spaces = {"callback": fleet_report, "analysis": analysis, "history": history, "formats": formats, "state_files": state_files,
+              "os": os}
     undo = []
     for space, dotted in STEPS:
         owner = spaces[space]
@@ -337,6 +344,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", type=int, nargs=2, default=[1000, 10000])
+    parser.add_argument("--small-runs", type=int, default=5, help="runs of the small size in each round (their median)")
     parser.add_argument("--seed", type=int, default=None, help="the fleets' seed (default: each size its own)")
     parser.add_argument("--with-gc", action="store_true", help="leave the cyclic garbage collector on (for comparison)")
     parser.add_argument("--profile", type=int, metavar="HOSTS", help="only show where the memory goes at this size")
@@ -368,6 +376,14 @@ def main():
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _sizes_of_a_round(args):
+    """The runs of one round: the small size ``--small-runs`` times (the round's figure is their median), then the large
+    size once. A 1,000-host run lasts seconds and so catches the machine's passing noise (its rounds spread 4.0-6.1 ms
+    a host on 2026-11-27), which a 100,000-host run of ten minutes averages over."""
+    small_n, large_n = args.sizes
+    return [small_n] * args.small_runs + [large_n]
+
+
 def build(args, root):
     """({size: fleet}, {size: its prepared work directory}) of both sizes."""
     fleets, dirs = {}, {}
@@ -381,30 +397,43 @@ def build(args, root):
 
 
 def step_times(args, root):
-    """Which step's cost per host grows with the fleet: each step's wall time per host at both sizes (median of the
-    rounds, run alternately) and their ratio, largest first."""
+    """Which step's cost per host grows with the fleet: each step's wall and CPU time per host at both sizes (median of
+    the rounds, run alternately) and their ratios, largest growth first."""
     small_n, large_n = args.sizes
     fleets, dirs = build(args, root)
-    seconds = {small_n: [], large_n: []}
+    rounds = {small_n: [], large_n: []}
     for _unused in range(args.rounds):
-        for n in (small_n, large_n):
+        for n in _sizes_of_a_round(args):
             timer = StepTimes()
             undo = _patch(timer)
+            cpu = time.process_time()
             try:
                 total, _lines = run(fleets[n], dirs[n])
             finally:
                 for owner, attr, real in undo:
                     setattr(owner, attr, real)
-            timer.seconds["(the whole end of play)"] = total * n
-            seconds[n].append(timer.seconds)
-    print("step: us per host at %d / at %d hosts (median of %d rounds), ratio" % (small_n, large_n, args.rounds))
+            timer.seconds[WHOLE] = total * n
+            timer.cpu[WHOLE] = time.process_time() - cpu
+            rounds[n].append(timer)
+            print("  %d hosts: %.0f us per host (CPU %.0f)" % (n, total * 1e6, timer.cpu[WHOLE] * 1e6 / n), flush=True)
+    print("step: us per host at %d / at %d hosts (median of every run of %d rounds), ratio; the same of CPU time" % (
+        small_n, large_n, args.rounds))
     rows = []
-    for name in seconds[small_n][0]:
-        small, large = (statistics.median(r.get(name, 0.0) for r in seconds[n]) * 1e6 / n for n in (small_n, large_n))
-        rows.append((large - small, name, small, large))
-    for _growth, name, small, large in sorted(rows, reverse=True):
-        print("  %-36s %9.1f %9.1f  %.2f" % (name, small, large, large / small if small else float("nan")))
-    return 0
+    for name in rounds[small_n][0].seconds:
+        small, large = (statistics.median(r.seconds.get(name, 0.0) for r in rounds[n]) * 1e6 / n for n in (small_n, large_n))
+        cpu_small, cpu_large = (statistics.median(r.cpu.get(name, 0.0) for r in rounds[n]) * 1e6 / n for n in (small_n, large_n))
+        rows.append((large - small, name, small, large, cpu_small, cpu_large))
+    for _growth, name, small, large, cpu_small, cpu_large in sorted(rows, reverse=True):
+        print("  %-36s %9.1f %9.1f  %5.2f   CPU %9.1f %9.1f  %5.2f" % (
+            name, small, large, large / small if small else float("nan"), cpu_small, cpu_large,
+            cpu_large / cpu_small if cpu_small else float("nan")))
+    whole = dict((name, (small, large)) for _growth, name, small, large, _c, _d in rows)[WHOLE]
+    growth, name = max((row[0], row[1]) for row in rows if row[1] != WHOLE)
+    # Where to look first: the step adding the most per host (a step whose work grows with the fleet, such as a scan
+    # of every host's findings for each host, stands out here; at sizes of seconds, noise of a few hundred us).
+    print("the most growth: %s, %+.0f us per host (the whole may grow %.0f)" % (name, growth, (args.max_ratio - 1.0) * whole[0]))
+    ok = verdict("per-host cost %d / %d hosts" % (large_n, small_n), whole[1] / whole[0], args.max_ratio, "x")
+    return 0 if ok else 1
 
 
 def measure(args, root):
@@ -413,10 +442,13 @@ def measure(args, root):
     per_host = {small_n: [], large_n: []}
     lines = {}
     for _unused in range(args.rounds):
-        for n in (small_n, large_n):
+        runs = dict((n, []) for n in args.sizes)
+        for n in _sizes_of_a_round(args):
             seconds, lines[n] = run(fleets[n], dirs[n], args.with_gc)
-            per_host[n].append(seconds)
+            runs[n].append(seconds)
             print("  %d hosts: %.0f us per host" % (n, seconds * 1e6), flush=True)
+        for n in args.sizes:
+            per_host[n].append(statistics.median(runs[n]))
     digests = dict((n, digest(dirs[n])) for n in (small_n, large_n))
     sizes = dict((f, os.path.getsize(os.path.join(dirs[large_n], "reports", f))) for dummy, f, dummy2 in formats.FORMATS)
     peaks = dict((n, peak_memory(fleets[n], dirs[n])) for n in (small_n, large_n))

@@ -188,9 +188,10 @@ def _identity(host_gpu: Optional[Mapping[str, Any]], ref: Mapping[str, Any], env
 
 def build_evidence(report: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One evidence record per (host, GPU) with a FAIL in this run or an open FAIL finding; sorted by host, then path."""
-    findings_by_gpu: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    # host -> GPU -> its findings: each host looks up its own (a scan of all per host was quadratic in the fleet)
+    findings_by_host: dict[str, dict[str, list[Mapping[str, Any]]]] = {}
     for finding in _open_fail_findings(report):
-        findings_by_gpu.setdefault((str(finding["host"]), str(_finding_uuid(finding))), []).append(finding)
+        findings_by_host.setdefault(str(finding["host"]), {}).setdefault(str(_finding_uuid(finding)), []).append(finding)
     records = []
     hosts = report.get("hosts") or {}
     for host in sorted(hosts):
@@ -212,8 +213,9 @@ def build_evidence(report: Mapping[str, Any]) -> list[dict[str, Any]]:
                 named = failing.setdefault(key, (known or ref, []))[1]
                 if chk not in named:
                     named.append(chk)
-        for (finding_host, uuid) in findings_by_gpu:
-            if finding_host == host and uuid not in failing:
+        findings_by_gpu = findings_by_host.get(host, {})
+        for uuid in findings_by_gpu:
+            if uuid not in failing:
                 known = gpus.find({"uuid": uuid})
                 failing[uuid] = (known or {"uuid": uuid}, [])
         for key in sorted(failing):
@@ -227,7 +229,7 @@ def build_evidence(report: Mapping[str, Any]) -> list[dict[str, Any]]:
             record.update(identity)
             record.update({
                 "failing_checks": [_narrowed(chk, gpus, key) for chk in named],
-                "findings": [dict(f) for f in findings_by_gpu.get((host, identity["uuid"] or key), [])],
+                "findings": [dict(f) for f in findings_by_gpu.get(identity["uuid"] or key, [])],
                 "kernel_log": events,
                 "nvswitch_events": switches,
                 "bug_report": bug_report_command(host, key),

@@ -268,15 +268,19 @@ def acknowledge(state: Mapping[str, Any], hosts: Iterable[str], checks: Iterable
     if not hosts:
         raise AckError("no hosts given: name at least one host in hydra_ack_hosts")
     findings = [dict(f) for f in state.get("findings") or []]
+    # Sets: an acknowledgement of thousands of hosts against a 100,000-host store stays one pass over it.
+    named_hosts, named_checks = set(hosts), set(checks)
+    with_findings = set(f["host"] for f in findings)
     for host in hosts:
-        if not any(f["host"] == host for f in findings):
+        if host not in with_findings:
             raise AckError("no finding for host %r" % host)
+    found_checks = set(f["check_id"] for f in findings if f["host"] in named_hosts)
     for check in checks:
-        if not any(f["host"] in hosts and f["check_id"] == check for f in findings):
+        if check not in found_checks:
             raise AckError("no finding for check %r on %s" % (check, ", ".join(repr(h) for h in hosts)))
     closed = []
     for finding in findings:
-        if finding["host"] in hosts and (not checks or finding["check_id"] in checks) and finding.get("open"):
+        if finding["host"] in named_hosts and (not checks or finding["check_id"] in named_checks) and finding.get("open"):
             finding["open"] = False
             finding["acknowledged"] = {"by": by, "at": at, "note": note}
             closed.append(finding)

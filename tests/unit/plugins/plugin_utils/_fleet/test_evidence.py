@@ -89,6 +89,12 @@ def test_an_open_fail_finding_keeps_evidence_for_a_gpu_that_is_clean_now_and_a_c
     (record,) = build_evidence(report)
     assert (record["host"], record["uuid"], record["index"], record["serial"]) == (host, gpu["uuid"], 3, gpu["serial"])
     assert record["failing_checks"] == [] and record["findings"] == [history]
+    # Another host's open finding is its own, even on a GPU UUID it shares with this host's (a cloned recording).
+    other = dict(history, host=fleet.names("a100x8")[0])
+    report["findings"].append(other)
+    records = build_evidence(report)
+    assert [(r["host"], r["uuid"], r["findings"]) for r in records] == sorted([(host, gpu["uuid"], [history]),
+                                                                               (other["host"], gpu["uuid"], [other])])
 
 
 def test_a_host_name_with_dot_dot_slash_cannot_leave_the_evidence_dir(tmp_path):
