@@ -398,7 +398,7 @@ def build(args, root):
 
 def step_times(args, root):
     """Which step's cost per host grows with the fleet: each step's wall and CPU time per host at both sizes (median of
-    the rounds, run alternately) and their ratios, largest growth first."""
+    every run of the rounds, run alternately) and their ratios, largest growth first."""
     small_n, large_n = args.sizes
     fleets, dirs = build(args, root)
     rounds = {small_n: [], large_n: []}
