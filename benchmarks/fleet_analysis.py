@@ -418,21 +418,24 @@ def step_times(args, root):
             print("  %d hosts: %.0f us per host (CPU %.0f)" % (n, total * 1e6, timer.cpu[WHOLE] * 1e6 / n), flush=True)
     print("step: us per host at %d / at %d hosts (median of every run of %d rounds), ratio; the same of CPU time" % (
         small_n, large_n, args.rounds))
-    rows = []
-    for name in rounds[small_n][0].seconds:
-        small, large = (statistics.median(r.seconds.get(name, 0.0) for r in rounds[n]) * 1e6 / n for n in (small_n, large_n))
-        cpu_small, cpu_large = (statistics.median(r.cpu.get(name, 0.0) for r in rounds[n]) * 1e6 / n for n in (small_n, large_n))
-        rows.append((large - small, name, small, large, cpu_small, cpu_large))
-    for _growth, name, small, large, cpu_small, cpu_large in sorted(rows, reverse=True):
+
+    def per_host(kind, name):
+        """(at the small size, at the large): the median us per host of a step's wall (seconds) or CPU (cpu) time."""
+        return tuple(statistics.median(getattr(r, kind).get(name, 0.0) for r in rounds[n]) * 1e6 / n for n in (small_n, large_n))
+
+    rows = sorted(((per_host("seconds", name), per_host("cpu", name), name) for name in rounds[small_n][0].seconds),
+                  key=lambda row: row[0][1] - row[0][0], reverse=True)
+    for (small, large), (cpu_small, cpu_large), name in rows:
         print("  %-36s %9.1f %9.1f  %5.2f   CPU %9.1f %9.1f  %5.2f" % (
             name, small, large, large / small if small else float("nan"), cpu_small, cpu_large,
             cpu_large / cpu_small if cpu_small else float("nan")))
-    whole = dict((name, (small, large)) for _growth, name, small, large, _c, _d in rows)[WHOLE]
-    growth, name = max((row[0], row[1]) for row in rows if row[1] != WHOLE)
+    small, large = per_host("seconds", WHOLE)
+    (step_small, step_large), _cpu, name = next(row for row in rows if row[2] != WHOLE)
     # Where to look first: the step adding the most per host (a step whose work grows with the fleet, such as a scan
     # of every host's findings for each host, stands out here; at sizes of seconds, noise of a few hundred us).
-    print("the most growth: %s, %+.0f us per host (the whole may grow %.0f)" % (name, growth, (args.max_ratio - 1.0) * whole[0]))
-    ok = verdict("per-host cost %d / %d hosts" % (large_n, small_n), whole[1] / whole[0], args.max_ratio, "x")
+    print("the most growth: %s, %+.0f us per host (the whole may grow %.0f)" % (
+        name, step_large - step_small, (args.max_ratio - 1.0) * small))
+    ok = verdict("per-host cost %d / %d hosts" % (large_n, small_n), large / small, args.max_ratio, "x")
     return 0 if ok else 1
 
 
